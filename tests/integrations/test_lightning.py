@@ -133,6 +133,13 @@ def test_a_loss_watched_by_a_second_callback_warns_that_the_first_logs_nothing(t
         "one loss?)"
     ]
     assert caught[0].filename == __file__  # the watch() call
+
+    def my_loss(embeddings, labels):  # a function: named by its own name, not "function"
+        return gradlab.SmoothAPLoss(0.05)(embeddings, labels)
+
+    with pytest.warns(RuntimeWarning) as caught:
+        second.watch(first.watch(my_loss))
+    assert str(caught[0].message).startswith("GradlabCallback: loss_fn my_loss was watched by ")
     trainer = quiet_trainer(max_steps=2, logger=False, callbacks=[first, second])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the first's "step 0 logs nothing"

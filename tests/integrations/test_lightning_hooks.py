@@ -399,7 +399,7 @@ def test_a_resumed_folder_ahead_of_the_fit_s_first_step_warns_that_steps_repeat(
     assert [(str(w.message), w.category, w.filename) for w in caught] == expected
 
 
-@pytest.mark.parametrize("restart", [0, 2])
+@pytest.mark.parametrize("restart", [0, 1, 2])
 def test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing(tmp_path, restart):
     trainer = stand_in_trainer(tmp_path)
     first = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05)
@@ -407,7 +407,7 @@ def test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing(tmp_p
     run_steps(first, trainer, 2, gradlab.SmoothAPLoss(0.05))
     first.on_train_end(trainer, None)
     again = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05, overwrite=True)
-    trainer.global_step = restart  # a checkpoint restored at step 2, or a fit from the start
+    trainer.global_step = restart  # a checkpoint restored at step 1 or 2, or a fresh fit
     again.setup(trainer, None, "fit")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -415,7 +415,7 @@ def test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing(tmp_p
     again.on_train_end(trainer, None)
     expected = [] if restart == 0 else [(
         f"GradlabCallback: overwrite=True will replace the run in {str(tmp_path / 'run')!r} "
-        "while the Trainer resumes from a checkpoint at step 2: the records of the steps "
+        f"while the Trainer resumes from a checkpoint at step {restart}: the records of the steps "
         "before it go with the old files at the first new record, and the log starts mid-run; "
         "GradlabCallback(resume=True) keeps them and continues after them",
         RuntimeWarning, __file__)]
