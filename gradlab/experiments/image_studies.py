@@ -746,25 +746,13 @@ def _anatomy_losses(tau: float) -> dict:
     return {name: _one_direction_losses(name, tau)[0] for name in ANATOMY_LOSSES}
 
 
-def _in_batch_cosines(
-    embeddings: torch.Tensor, labels: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[m, m - 1]`` float64 cosines and positives, the diagonal dropped: the scores of
-    :func:`gradlab.functional.in_batch_retrieval` before its rounding for ranking."""
-    from gradlab.functional.layouts import unit_rows
-
-    unit = unit_rows(embeddings.detach().to(torch.float64))
-    same = labels.unsqueeze(0) == labels.unsqueeze(1)
-    return drop_diagonal(unit @ unit.T), drop_diagonal(same)
-
-
 def in_batch_anatomy(embeddings: torch.Tensor, labels: torch.Tensor, loss_fn) -> torch.Tensor:
     """``[3]``: mean active negatives per query, share of queries without gradient, hardest-10 %
     share of the negative gradient mass, of ``loss_fn``'s ``dL/dS`` on the in-batch scores.
 
-    The float64 cosine scores of the batch lose their diagonal (``[m, m - 1]``: each image
-    queries the others, as in :func:`gradlab.functional.in_batch_retrieval`, whose scores are
-    rounded for ranking; the loss reads them exact), so a query is never its own candidate;
+    The exact float64 cosine scores of the batch lose their diagonal (``[m, m - 1]``: each
+    image queries the others, :func:`gradlab.functional.in_batch_retrieval` with
+    ``rounded=False``), so a query is never its own candidate;
     :func:`gradlab.functional.gradient_anatomy` reads the gradient in float64.
 
     Example:
@@ -773,9 +761,9 @@ def in_batch_anatomy(embeddings: torch.Tensor, labels: torch.Tensor, loss_fn) ->
         >>> in_batch_anatomy(emb, torch.tensor([0, 0, 1, 1]), loss).tolist()
         [0.0, 1.0, nan]
     """
-    from gradlab.functional import gradient_anatomy
+    from gradlab.functional import gradient_anatomy, in_batch_retrieval
 
-    scores, positives = _in_batch_cosines(embeddings, labels)
+    scores, positives = in_batch_retrieval(embeddings.detach(), labels, rounded=False)
     leaf = scores.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(loss_fn(leaf, positives), leaf)
     anatomy = gradient_anatomy(grad, scores, positives)
@@ -932,9 +920,10 @@ def in_batch_geometry(embeddings: torch.Tensor, labels: torch.Tensor) -> torch.T
         >>> in_batch_geometry(emb, torch.tensor([0, 0, 1, 1]))[0].item()  # positives coincide
         0.0
     """
+    from gradlab.functional import in_batch_retrieval
     from gradlab.functional.geometry import alignment, effective_rank, uniformity
 
     unit = F.normalize(embeddings.detach().to(torch.float64), dim=1)
-    scores, positives = _in_batch_cosines(unit, labels)
+    scores, positives = in_batch_retrieval(unit, labels, rounded=False)
     return torch.stack([alignment(scores, positives), uniformity(unit),
                         effective_rank(unit).share.to(torch.float64)])  # fmt: skip

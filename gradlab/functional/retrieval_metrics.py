@@ -13,6 +13,7 @@ import torch
 from gradlab.functional.layouts import drop_diagonal, unit_rows
 from gradlab.functional.tie_aware import tie_aware_ap
 from gradlab.validation import (
+    check_bool,
     check_embeddings_and_labels,
     check_ks,
     check_same_device,
@@ -98,33 +99,35 @@ SCORE_GRID = 2.0**-36
 
 
 def in_batch_retrieval(
-    embeddings: torch.Tensor, labels: torch.Tensor
+    embeddings: torch.Tensor, labels: torch.Tensor, *, rounded: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[N, N - 1]`` cosine scores and positives, each item querying all the others.
+
+    The cosines are computed in float64 and, for ranking, rounded to multiples of
+    :data:`SCORE_GRID` (``2^-36``, about 1.5e-11): a product's rounding differs with the
+    entry's place in the matrix and with the rows' norms, so rows pointing the same way (or
+    orthogonal ones) got cosines some 1e-16 apart, whose order, not the model, decided their
+    ranks (a collapsed model scored above chance). That rounding, at most about
+    ``d x 1.1e-16`` for unit rows, lies far below the grid: such cosines tie, and the
+    tie-aware metrics give the chance value, while cosines that differ by more than the grid
+    (angles above about 5e-6 rad near a cosine of 1) keep their order. A true cosine within
+    rounding of a point halfway between two grid values can still fall either way (the grid's
+    own points, 0 and +-1 among them, are safe).
 
     Args:
         embeddings: ``[N, d]`` finite floating embeddings (``d >= 1``).
         labels: ``[N]`` integer labels (the glossary's): two items are positives of each
             other when their labels are equal.
-
-    The cosines are computed in float64 and rounded to multiples of :data:`SCORE_GRID`
-    (``2^-36``, about 1.5e-11): a product's rounding differs with the entry's place in the
-    matrix and with the rows' norms, so rows pointing the same way (or orthogonal ones) got
-    cosines some 1e-16 apart, whose order, not the model, decided their ranks (a collapsed
-    model scored above chance). That rounding, at most about ``d x 1.1e-16`` for unit rows,
-    lies far below the grid: such cosines tie, and the tie-aware metrics give the chance
-    value, while cosines that differ by more than the grid (angles above about 5e-6 rad near
-    a cosine of 1) keep their order. A true cosine within rounding of a point halfway between
-    two grid values can still fall either way (the grid's own points, 0 and +-1 among them,
-    are safe).
+        rounded: round to the grid (ranking); False: the exact float64 cosines, for what is
+            no ranking (the batch's geometry, a loss's gradient).
 
     Returns:
-        ``(scores, positives)``, float64 cosines on the grid and their bool mask, the diagonal
-        dropped.
+        ``(scores, positives)``, float64 cosines (on the grid when ``rounded``) and their bool
+        mask, the diagonal dropped.
 
     Raises:
-        GradlabError: a bad tensor, shape, dtype or device, or NaN/inf embeddings (before any
-            work).
+        GradlabError: a bad tensor, shape, dtype or device, NaN/inf embeddings, or a
+            ``rounded`` that is no bool (before any work).
 
     Example:
         >>> scores, positives = in_batch_retrieval(torch.eye(3), torch.tensor([0, 0, 1]))
@@ -134,8 +137,11 @@ def in_batch_retrieval(
                 [False, False]])
     """
     check_embeddings_and_labels(embeddings, labels, finite=True)
+    rounded = check_bool("rounded", rounded)
     normalized = unit_rows(embeddings.to(torch.float64))
-    scores = torch.round((normalized @ normalized.T) / SCORE_GRID) * SCORE_GRID  # exact
+    scores = normalized @ normalized.T
+    if rounded:
+        scores = torch.round(scores / SCORE_GRID) * SCORE_GRID  # exact: a power of 2
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
     return drop_diagonal(scores), drop_diagonal(same)
 

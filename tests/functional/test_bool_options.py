@@ -28,6 +28,7 @@ CALLS = {  # a valid call of each public function that has a True/False option
     "gradient_counts": lambda **o: F.gradient_counts(SCORES, POSITIVES, **o),
     "in_batch_decomposition": lambda **o: F.in_batch_decomposition(EMBEDDINGS, LABELS, 0.1, **o),
     "in_batch_layout": lambda **o: F.in_batch_layout(EMBEDDINGS, LABELS, **o),
+    "in_batch_retrieval": lambda **o: F.in_batch_retrieval(EMBEDDINGS, LABELS, **o),
     "max_violation_triplet_loss": lambda **o: F.max_violation_triplet_loss(SCORES, POSITIVES,
                                                                            **o),
     "nt_xent_loss": lambda **o: F.nt_xent_loss(SCORES, POSITIVES, **o),

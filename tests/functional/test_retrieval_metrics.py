@@ -282,3 +282,17 @@ def test_orthogonal_rows_tie_at_a_cosine_of_0():
     assert torch.equal(scores, torch.zeros_like(scores))
     chance = 3 / 15  # 3 mates among the 15 others
     assert recall_at_k(scores, positives, (1,))[1] == pytest.approx(chance, rel=1e-12)
+
+
+def test_unrounded_in_batch_scores_are_the_exact_cosines_and_rounded_must_be_a_bool():
+    # what is no ranking (a batch's geometry, a loss's gradient) reads the cosines as they are
+    generator = torch.Generator().manual_seed(4)
+    embeddings = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+    scores, _ = in_batch_retrieval(embeddings, torch.arange(5) % 2, rounded=False)
+    cosines = _loop_cosines(embeddings.tolist())
+    expected = torch.tensor([[cosines[q][c] for c in range(5) if c != q] for q in range(5)],
+                            dtype=torch.float64)  # fmt: skip
+    torch.testing.assert_close(scores, expected, atol=4e-16, rtol=0)
+    assert not torch.equal(scores, in_batch_retrieval(embeddings, torch.arange(5) % 2)[0])
+    with pytest.raises(GradlabError, match=r"^rounded must be True or False; got 'no'$"):
+        in_batch_retrieval(embeddings, torch.arange(5) % 2, rounded="no")
