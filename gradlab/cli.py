@@ -121,7 +121,8 @@ def _build_parser(
     report = commands.add_parser("report", help=report_help, description=report_help)
     report.add_argument(
         "--out", type=_path, default=Path("reports/latest"),
-        help="output folder, created if missing; a report there is replaced (default: %(default)s)",
+        help="output folder, created if missing; an earlier report there is replaced whole, "
+             "a folder of other files is refused (default: %(default)s)",
     )  # fmt: skip
     report.add_argument(
         "--quick", action="store_true", help="small settings, about 1-2 minutes (default: off)"
@@ -656,23 +657,49 @@ def check_device(device: str) -> str:
     return device
 
 
-REPORT_FILES = ("results.json", "index.html", "summary.md")
-"""Files that mark a folder as a gradlab report (which ``gradlab report`` may replace)."""
+REPORT_ENTRIES = frozenset({"results.json", "summary.md", "index.html", "audit.json", "figures"})
+"""What ``gradlab report`` writes into its folder: a folder holding only these, with a
+report's ``results.json``, is a previous report, which a new one may replace."""
+
+
+def _is_report_results(path: Path) -> bool:
+    """Whether ``path`` is a ``results.json`` as ``gradlab report`` writes it: a JSON object
+    with its ``gradlab`` (version) and ``sections`` keys. A study's folder holds an
+    ``index.html`` and a ``summary.md`` too, but never this file."""
+    import json
+
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(results, dict) and "gradlab" in results and "sections" in results
 
 
 def check_report_folder(out: Path) -> Path:
-    """``out`` if a report may be written there: new, empty, or a previous gradlab report.
+    """``out`` if a report may be written there: new, empty, or a previous gradlab report
+    (its own ``results.json`` and nothing but what a report writes: :data:`REPORT_ENTRIES`).
 
-    The report is written next to it first and moved into place at the end, so an existing
-    folder of other files is refused rather than deleted.
+    The report is written next to it first and moved into place at the end, replacing the
+    whole folder; so a folder of other files (a study's, one's own beside a report) is
+    refused rather than deleted.
     """
     out = check_output_folder(out, argument="--out")
     if out.is_symlink():  # a link to a folder (reports/latest): the report replaces its target
         out = out.resolve()
-    if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
+    if not out.is_dir() or not any(out.iterdir()):
+        return out
+    if not _is_report_results(out / "results.json"):
         raise GradlabError(
-            f"--out: {str(out)!r} holds files that are not a gradlab report; "
-            "choose a new or empty folder"
+            f"--out: {str(out)!r} is not empty and not a gradlab report (no results.json "
+            "written by gradlab report); choose a new or empty folder"
+        )
+    foreign = sorted(entry.name for entry in out.iterdir() if entry.name not in REPORT_ENTRIES)
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                           else "")  # fmt: skip
+        raise GradlabError(
+            f"--out: {str(out)!r} holds files that are not a gradlab report's ({listed}), "
+            "which replacing it would delete; choose a new or empty folder"
         )
     return out
 

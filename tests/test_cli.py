@@ -178,6 +178,10 @@ def test_a_folder_of_other_files_is_refused_and_left_alone(tmp_path, capsys):
     assert (out / "thesis.tex").read_text() == "keep me"
 
 
+REPORT_RESULTS = '{"gradlab": "0.1.0", "sections": {}, "skipped": {}}'
+"""A results.json as ``gradlab report`` writes it: what marks a folder as a report."""
+
+
 def _fake_report(out, **_options):
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text("{}")
@@ -196,7 +200,7 @@ def test_a_report_written_through_a_link_fills_the_folder_it_names(
     target = tmp_path / "2026-12-03"
     target.mkdir()
     if dated:
-        (target / "results.json").write_text('{"old": true}')
+        (target / "results.json").write_text(REPORT_RESULTS)
     (tmp_path / "latest").symlink_to(target)
     code, _, stderr = _run(["report", "--out", str(tmp_path / "latest")], capsys)
     assert (code, stderr) == (0, "")
@@ -225,12 +229,12 @@ def test_a_previous_report_is_replaced_whole(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(gradlab.report, "run_report", _fake_report)
     out = tmp_path / "latest"
-    (out / "runs" / "old_run").mkdir(parents=True)
-    (out / "results.json").write_text('{"old": true}')
+    (out / "figures" / "old").mkdir(parents=True)
+    (out / "results.json").write_text(REPORT_RESULTS)
     code, stdout, _ = _run(["report", "--out", str(out)], capsys)
     assert code == 0 and "report written" in stdout
     assert (out / "results.json").read_text() == "{}"
-    assert not (out / "runs").exists()  # nothing stale from the previous report
+    assert not (out / "figures").exists()  # nothing stale from the previous report
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]  # no staging left
 
 

@@ -320,21 +320,60 @@ def test_report_checks_the_study_folders_before_writing(tmp_path, capsys, report
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("marker", ["results.json", "index.html", "summary.md"])
-def test_a_folder_holding_a_report_file_may_be_replaced(tmp_path, marker):
+REPORT_RESULTS = '{"gradlab": "0.2.0", "sections": {"audit": {}}, "skipped": {}}'
+"""A results.json as ``gradlab report`` writes it (its ``gradlab`` and ``sections`` keys)."""
+
+
+def test_a_previous_report_may_be_replaced_and_nothing_else(tmp_path):
     out = tmp_path / "r"
-    out.mkdir()
-    (out / "notes.txt").write_text("x")
-    with pytest.raises(GradlabError) as raised:
+    (out / "figures").mkdir(parents=True)
+    for name in ("index.html", "summary.md", "audit.json", "figures/p.png"):
+        (out / name).write_text("x")
+    with pytest.raises(GradlabError) as raised:  # a report's files without its results.json
         check_report_folder(out)
-    assert str(raised.value) == (f"--out: {str(out)!r} holds files that are not a gradlab "
-                                 "report; choose a new or empty folder")  # fmt: skip
-    (out / marker).write_text("x")
+    assert str(raised.value) == (
+        f"--out: {str(out)!r} is not empty and not a gradlab report (no results.json written "
+        "by gradlab report); choose a new or empty folder")  # fmt: skip
+    (out / "results.json").write_text(REPORT_RESULTS)
     assert check_report_folder(out) == out
+    for extra in ("notes.txt", "a.json", "b.png", "runs"):
+        (out / extra).write_text("x")
+    with pytest.raises(GradlabError) as raised:  # the user's files beside a report
+        check_report_folder(out)
+    assert str(raised.value) == (
+        f"--out: {str(out)!r} holds files that are not a gradlab report's (a.json, b.png, "
+        "notes.txt and 1 more), which replacing it would delete; choose a new or empty folder")
     empty = tmp_path / "empty"
     empty.mkdir()
     assert check_report_folder(empty) == empty
     assert check_report_folder(tmp_path / "new") == tmp_path / "new"
+
+
+@pytest.mark.parametrize("results", ["{}", '{"old": true}', "[1, 2]", "not json",
+                                     '{"gradlab": "0.2.0"}', '{"sections": {}}'])
+def test_a_results_json_that_is_not_a_reports_does_not_mark_one(tmp_path, results):
+    # a study's folder (index.html, summary.md, its JSON) was wiped by report --out
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "results.json").write_text(results)
+    (out / "index.html").write_text("<html></html>")
+    with pytest.raises(GradlabError, match="not a gradlab report"):
+        check_report_folder(out)
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "results.json"]
+
+
+def test_a_study_folder_given_as_report_out_is_refused_and_kept(tmp_path, capsys):
+    out = tmp_path / "study"
+    out.mkdir()
+    files = {"index.html": "<html></html>", "summary.md": "# study",
+             "loss_comparison_m8.json": "{}", "loss_comparison_m8.png": "png"}
+    for name, text in files.items():
+        (out / name).write_text(text)
+    code, _, stderr = _run(["report", "--out", str(out), "--only", "audit", "--quick"], capsys)
+    assert (code, stderr) == (2, (
+        f"gradlab: --out: {str(out)!r} is not empty and not a gradlab report (no results.json "
+        "written by gradlab report); choose a new or empty folder\n"))
+    assert {p.name: p.read_text() for p in out.iterdir()} == files
 
 
 def test_a_report_folder_named_like_a_marker_does_not_count(tmp_path):
