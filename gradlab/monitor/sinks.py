@@ -215,7 +215,8 @@ class JSONLSink(Sink):
             warnings.warn(
                 f"gradlab.Monitor: removed the last line of {str(path)!r} ({removed} bytes with "
                 "no line end that are not a whole JSON object: a write cut short by a killed "
-                "process), so that every line is JSON; its step is logged again",
+                "process), so that every line is JSON; the run goes on after the last whole "
+                "record, and logs the cut record's step again if its schedule logs that step",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
@@ -357,8 +358,13 @@ class CSVSink(Sink):
         path = log_dir / self.filename
         if not path.is_file():
             return None
-        rows = csv.DictReader(_complete_lines(path))
-        return max((int(float(row["step"])) for row in rows if row.get("step")), default=None)
+        # the last row's step (a run gone back to a checkpoint goes on from there, as in
+        # last_jsonl_step), not the largest
+        last = None
+        for row in csv.DictReader(_complete_lines(path)):
+            if row.get("step"):
+                last = int(float(row["step"]))
+        return last
 
     def open(self, log_dir: Path, header: dict) -> None:
         path = self.path = log_dir / self.filename
@@ -839,7 +845,10 @@ def _json_objects(
 
 
 def last_jsonl_step(path: str | Path) -> int | None:
-    """The largest step of the records of a ``metrics.jsonl`` file, or None; read one line at
+    """The step of the last record of a ``metrics.jsonl`` file, or None: where a resumed run
+    goes on from. The last in file order, not the largest: a run that went back to an earlier
+    checkpoint logged its steps again, and its later records replace those of the same steps
+    and beyond (as :func:`read_segments` and ``gradlab plot`` read them). Read one line at
     a time, so resuming a run of any length holds one record in memory, not the log. Lines
     that are not a header or a record are skipped, with one warning (as by :func:`read_jsonl`)
     at the first line outside gradlab (the ``Monitor(..., resume=True)`` that reads it).
@@ -849,11 +858,15 @@ def last_jsonl_step(path: str | Path) -> int | None:
         >>> from pathlib import Path
         >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
         >>> _ = path.write_text('{"header": {}}\\n{"step": 4}\\n{"step": 7}\\n{"step": 5}\\n')
-        >>> last_jsonl_step(path)
-        7
+        >>> last_jsonl_step(path)  # back to step 5 after step 7
+        5
     """
     objects = _json_objects(path, strict=False, to_user=True, decode=False, quiet_cut_end=True)
-    return max((value["step"] for value in objects if "header" not in value), default=None)
+    last = None
+    for value in objects:
+        if "header" not in value:
+            last = value["step"]
+    return last
 
 
 def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], list[dict]]:

@@ -60,6 +60,25 @@ def test_a_loop_resumed_from_its_checkpoint_sets_the_step_it_restarts_at(tmp_pat
     assert _steps(tmp_path)[:6] == [0, 5, 10, 15, 20, 25]
 
 
+@pytest.mark.parametrize("sinks", [["jsonl"], ["csv"], ["jsonl", "csv"]])
+def test_a_resume_after_going_back_to_a_checkpoint_goes_on_from_the_last_record(tmp_path,
+                                                                                sinks):
+    # steps 0-19 logged; the loop went back to its checkpoint at step 5 and logged 5-7: the
+    # run's last record is step 7 (the later records of a step stand), not the 19 before it.
+    # Taking the largest step resumed at 20, and the plot drew a line from 7 to 20.
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=sinks) as monitor:
+        train(monitor, steps=20)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=sinks, resume=True)
+    monitor.step_count = 5
+    with monitor:
+        train(monitor, steps=3)  # loop steps 5, 6, 7
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=sinks, resume=True) as monitor:
+        assert monitor.step_count == 8
+        train(monitor, steps=2)  # steps 8, 9
+    if "jsonl" in sinks:
+        assert _steps(tmp_path) == [*range(20), 5, 6, 7, 8, 9]
+
+
 @pytest.mark.parametrize("value", [-1, 2.5, True, "3", None])
 def test_step_count_refuses_what_is_not_a_step(tmp_path, value):
     monitor = Monitor(tmp_path, preset="cheap")
@@ -485,7 +504,8 @@ def test_a_cut_last_line_of_a_resumed_log_is_warned_about_once_where_it_is_remov
     assert [(str(w.message), w.filename) for w in caught] == [(
         f"gradlab.Monitor: removed the last line of {str(tmp_path / 'metrics.jsonl')!r} (15 "
         "bytes with no line end that are not a whole JSON object: a write cut short by a killed "
-        "process), so that every line is JSON; its step is logged again", __file__)]
+        "process), so that every line is JSON; the run goes on after the last whole record, "
+        "and logs the cut record's step again if its schedule logs that step", __file__)]
 
 
 def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, request):

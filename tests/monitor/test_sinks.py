@@ -220,7 +220,8 @@ def test_jsonl_reopens_a_file_without_a_line_cut_short_header_on_its_own_line(
         UserWarning, __file__,
         f"gradlab.Monitor: removed the last line of {str(path)!r} ({removed} bytes with no line "
         "end that are not a whole JSON object: a write cut short by a killed process), so that "
-        "every line is JSON; its step is logged again")] if cut else [])  # fmt: skip
+        "every line is JSON; the run goes on after the last whole record, and logs the cut "
+        "record's step again if its schedule logs that step")] if cut else [])  # fmt: skip
 
 
 def test_tensorboard_holds_the_header_as_json_text(tmp_path):
