@@ -6,7 +6,8 @@ records ``"resumed": {"from_step": ...}``) or ``overwrite=True`` (its files are 
 first record is written), the choice of Hugging Face's ``Trainer(overwrite_output_dir=...)``
 and W&B's ``resume=``. The first write claims the folder with an exclusive lock file
 (:mod:`gradlab.monitor.lock`), released at :meth:`RunFolder.release`, so a second Monitor on
-the same folder is refused instead of interleaving records.
+the same folder is refused instead of interleaving records; a resumption made before another
+Monitor wrote to the run it read is refused at its first write.
 
 Logging never stops training: :meth:`RunFolder.write` and :meth:`RunFolder.close` catch what a
 sink raises (``OSError`` from a full disk, a lost connection, any ``Exception``), and a claim
@@ -107,6 +108,8 @@ class RunFolder:
             lock.refuse_if_in_use(self.path)  # a live Monitor writes there
         self.previous_header: dict | None = None  # the resumed run's last header, if read
         self.previous = self._previous_run(resume, overwrite)
+        # what a resumption read: the run files' sizes (a log only grows), checked at the claim
+        self._read_sizes = self._sizes() if "resumed" in self.previous else None
 
     def _existing(self) -> list[Path]:
         """The run files in the folder: this Monitor's sinks' and any sink's default files (a
@@ -114,6 +117,14 @@ class RunFolder:
         found = {path for sink in self.sinks for path in sink.existing(self.path)}
         found.update(path for pattern in RUN_FILES for path in self.path.glob(pattern))
         return sorted(found)
+
+    def _sizes(self) -> dict[str, int]:
+        """The run files' sizes in bytes, by name (a vanished file is left out)."""
+        sizes = {}
+        for path in self._existing():
+            with contextlib.suppress(OSError):
+                sizes[path.name] = path.stat().st_size
+        return sizes
 
     def _previous_run(self, resume: bool, overwrite: bool) -> dict:
         """Refuse, resume or mark for overwrite a run already in the folder (never merge)."""
@@ -389,7 +400,7 @@ class RunFolder:
 
         Raises:
             GradlabError: another Monitor holds the folder, or wrote a run there since this
-                one was made.
+                one was made (or, resuming, wrote to the run this one read).
         """
         self.path.mkdir(parents=True, exist_ok=True)
         self._token = lock.acquire(self.path)
@@ -403,6 +414,17 @@ class RunFolder:
                     "pass resume=True to continue it, overwrite=True to replace it, "
                     "or choose a new log_dir"
                 )
+            if self._read_sizes is not None:
+                sizes = self._sizes()
+                changed = sorted(name for name in {*sizes, *self._read_sizes}
+                                 if sizes.get(name) != self._read_sizes.get(name))  # fmt: skip
+                if changed:
+                    raise GradlabError(
+                        f"log_dir {str(self.path)!r} changed since this Monitor read it to resume "
+                        f"(another Monitor wrote {', '.join(changed)} meanwhile); runs never "
+                        "merge: make the Monitor again with resume=True to go on from the run's "
+                        "new last record"
+                    )
             for path in self.previous.get("overwrite", ()):
                 path.unlink(missing_ok=True)
         except BaseException:

@@ -175,6 +175,29 @@ def test_a_run_written_since_construction_is_refused_in_full_and_close_is_quiet(
     assert [r["step"] for r in _records(tmp_path)] == [0]
 
 
+def test_a_resumption_written_to_since_construction_is_refused_in_full(tmp_path):
+    # two resumptions made before either wrote: the later writer read a run that has grown
+    # since, so it would number its steps from a stale last record and interleave the logs
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    late = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as first:
+        train(first, steps=2)  # steps 3, 4
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    with pytest.raises(GradlabError) as raised:
+        train(late, steps=1)
+    assert str(raised.value) == (
+        f"log_dir {str(tmp_path)!r} changed since this Monitor read it to resume (another "
+        "Monitor wrote metrics.jsonl meanwhile); runs never merge: make the Monitor again with "
+        "resume=True to go on from the run's new last record"
+    )
+    late.close()  # refused: writes nothing at close and does not raise again
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+    assert not (tmp_path / LOCK_NAME).exists()
+    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as again:
+        assert again.step_count == 5
+
+
 def test_a_refused_claim_releases_only_its_own_lock_once(tmp_path, monkeypatch):
     """A Monitor that finds a run written since it was made gives its lock back, once: a rival
     that claims the folder right after (played by a wrapper around the release, as in
