@@ -43,8 +43,9 @@ def main() -> None:
         from backpack import extend
         from cockpit import Cockpit
     except ImportError as error:
-        print(f"cockpit is not installed ({error}); nothing measured")
-        return
+        print(f"bench_cockpit: needs cockpit-for-pytorch and backpack-for-pytorch ({error}); "
+              "nothing measured", file=sys.stderr)
+        raise SystemExit(2) from None
     inputs = [torch.randn(112, 3, 32, 32) for _ in range(4)]
     targets = [torch.arange(28).repeat_interleave(4) for _ in range(4)]
 

@@ -18,7 +18,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import argument_parser, interleaved_medians, machine_info, write_results
+from common import (
+    argument_parser,
+    checked_device,
+    interleaved_medians,
+    machine_info,
+    results_folder,
+    write_results,
+)
 
 from gradlab import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.plotting.losses import plot_loss_cost
@@ -34,9 +41,10 @@ CLAIMED = {
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="sizes up to 448, written under benchmarks/results/quick/")
     arguments = parser.parse_args()
-    device = torch.device(arguments.device)
+    device = checked_device(parser, arguments.device)
     losses = {
         "SmoothAP": SmoothAPLoss(0.01),
         "FastAP": FastAPLoss(10),
@@ -92,10 +100,14 @@ def main() -> None:
         ),
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
-    print(f"wrote {write_results(f'losses{suffix}.json', payload)}")
-    figure = Path(__file__).resolve().parents[1] / "figures" / f"loss_cost{suffix}.png"
-    print(f"wrote {plot_loss_cost(payload, figure)}")
-    print("fitted orders:", {k: round(v, 2) for k, v in fitted.items()})
+    print(f"wrote {write_results(f'losses{suffix}.json', payload, arguments.quick)}")
+    figures = (results_folder(True) if arguments.quick
+               else Path(__file__).resolve().parents[1] / "figures")  # fmt: skip
+    print(f"wrote {plot_loss_cost(payload, figures / f'loss_cost{suffix}.png')}")
+    if fitted:
+        print("fitted orders:", {k: round(v, 2) for k, v in fitted.items()})
+    else:  # a --quick run's sizes stop at 448
+        print("fitted orders: none (the fit needs two batch sizes of at least 448)")
 
 
 if __name__ == "__main__":

@@ -121,9 +121,28 @@ def main() -> None:
         "--out", type=Path, default=Path(__file__).resolve().parent / "results" / "memory.json"
     )
     args = parser.parse_args()
+
+    def refuse(message: str) -> None:  # one line, exit code 2, before any work
+        print(f"{parser.prog}: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
     if args.case:
-        print(json.dumps(measure_case(int(args.case[0]), args.case[1])))
+        batch, layout = args.case
+        if not batch.isdigit() or int(batch) < 1 or layout not in LAYOUTS:
+            refuse(f"--case needs a batch size of at least 1 and a layout of {list(LAYOUTS)}; "
+                   f"got {batch!r} {layout!r}")  # fmt: skip
+        print(json.dumps(measure_case(int(batch), layout)))
         return
+    small = [size for size in args.sizes if size < 1]
+    if small:
+        refuse(f"--sizes must be batch sizes of at least 1; got {small}")
+    from gradlab.errors import GradlabError
+    from gradlab.paths import check_output_file
+
+    try:
+        args.out = check_output_file(args.out, argument="--out")
+    except GradlabError as error:
+        refuse(str(error))
     import platform
 
     import torch
@@ -158,6 +177,8 @@ def main() -> None:
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out}; all within {LIMIT_MIB} MiB: {within}")
+    if not within:  # a case failed or passed the limit: the run says so in its exit code
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, argument_parser, machine_info, synchronize, write_results
+from common import (
+    RESULTS,
+    argument_parser,
+    at_least_one,
+    checked_device,
+    machine_info,
+    synchronize,
+    write_results,
+)
 
 import gradlab
 from gradlab.data import load_digits_split
@@ -419,9 +427,10 @@ def main() -> None:
         "--threads", type=int, default=None, help="torch threads (default: torch's own)"
     )
     arguments = parser.parse_args()
+    at_least_one(parser, arguments.threads, "--threads")
+    device = checked_device(parser, arguments.device)
     if arguments.threads is not None:
         torch.set_num_threads(arguments.threads)
-    device = torch.device(arguments.device)
     warnings.simplefilter("ignore")
     quick = arguments.quick
     folder = tempfile.mkdtemp()
@@ -472,7 +481,7 @@ def main() -> None:
     previous = RESULTS / f"monitor{suffix}.json"
     if previous.exists() and "cockpit" in json.loads(previous.read_text()):
         payload["cockpit"] = json.loads(previous.read_text())["cockpit"]  # bench_cockpit.py's
-    print(f"wrote {write_results(f'monitor{suffix}.json', payload)}")
+    print(f"wrote {write_results(f'monitor{suffix}.json', payload, quick)}")
     print(json.dumps(results, indent=1))
 
 

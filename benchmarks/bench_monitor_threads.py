@@ -118,7 +118,7 @@ def main() -> None:
         },
         "results": rows,
     }
-    print(f"wrote {write_results('monitor_threads.json', payload)}")
+    print(f"wrote {write_results('monitor_threads.json', payload, args.quick)}")
 
 
 if __name__ == "__main__":

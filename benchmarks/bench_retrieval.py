@@ -29,7 +29,14 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS, argument_parser, machine_info, peak_memory_mib
+from benchmarks.common import (
+    argument_parser,
+    at_least_one,
+    checked_output,
+    machine_info,
+    peak_memory_mib,
+    results_folder,
+)
 from gradlab.functional.retrieval_at_scale import retrieval_at_scale
 
 FULL = {"count": 60_000, "dim": 512, "classes": 11_318}
@@ -76,8 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argument_parser(__doc__, whole=False)
     parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK} (a smoke run)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (default 1)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "retrieval.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the JSON (default: benchmarks/results/retrieval.json, a --quick "
+                        "run's under benchmarks/results/quick/)")
     arguments = parser.parse_args(argv)
+    at_least_one(parser, arguments.rounds, "--rounds")
+    if arguments.out is None:
+        results_folder(arguments.quick).mkdir(parents=True, exist_ok=True)
+        arguments.out = results_folder(arguments.quick) / "retrieval.json"
+    arguments.out = checked_output(parser, arguments.out, "--out")
     try:
         import faiss
         import pytorch_metric_learning  # noqa: F401

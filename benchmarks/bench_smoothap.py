@@ -28,6 +28,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
     argument_parser,
+    checked_device,
     interleaved_medians,
     machine_info,
     peak_memory_mib,
@@ -96,10 +97,11 @@ def forward_backward(loss_fn, embeddings, labels):
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller scaling")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller scaling, "
+                        "written under benchmarks/results/quick/")
     parser.add_argument("--probe", nargs=2, metavar=("METHOD", "B"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
-    device = torch.device(arguments.device)
+    device = checked_device(parser, arguments.device)
     warnings.simplefilter("ignore")
     if arguments.probe:
         name, batch = arguments.probe[0], int(arguments.probe[1])
@@ -188,7 +190,7 @@ def main() -> None:
         },
     }
     name = "smoothap.json" if device.type == "cpu" else f"smoothap_{device.type}.json"
-    print(f"wrote {write_results(name, payload)}")
+    print(f"wrote {write_results(name, payload, arguments.quick)}")
     print(payload["ratios"], payload["targets"])
 
 

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,9 @@ import torch
 from gradlab.experiments.runtime import processor_name
 
 RESULTS = Path(__file__).resolve().parent / "results"
+QUICK_RESULTS = RESULTS / "quick"
+"""Where a ``--quick`` run writes its JSON and figures (git ignores it): a smoke run never
+replaces the committed results that the docs quote."""
 
 
 def synchronize(device: torch.device) -> None:
@@ -92,11 +96,53 @@ def machine_info(device: torch.device) -> dict[str, object]:
     return info
 
 
-def write_results(name: str, payload: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / name
+def results_folder(quick: bool) -> Path:
+    """:data:`RESULTS`, or :data:`QUICK_RESULTS` for a ``--quick`` run."""
+    return QUICK_RESULTS if quick else RESULTS
+
+
+def write_results(name: str, payload: dict, quick: bool = False) -> Path:
+    """Write ``payload`` as ``name`` into :func:`results_folder`; return the path."""
+    folder = results_folder(quick)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def refuse(parser: argparse.ArgumentParser, message: str) -> None:
+    """End the script before any work: one line ``PROG: message`` on stderr, exit code 2."""
+    print(f"{parser.prog}: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def checked_output(parser: argparse.ArgumentParser, path: Path, argument: str) -> Path:
+    """``path`` if a file can be written there (its folder exists and is writable), else
+    :func:`refuse` with the reason, before any work."""
+    from gradlab.errors import GradlabError
+    from gradlab.paths import check_output_file
+
+    try:
+        return check_output_file(path, argument=argument)
+    except GradlabError as error:
+        refuse(parser, str(error))
+
+
+def checked_device(parser: argparse.ArgumentParser, text: str) -> torch.device:
+    """``--device`` as a torch device if it exists here, else :func:`refuse`."""
+    from gradlab.cli import check_device
+    from gradlab.errors import GradlabError
+
+    try:
+        return torch.device(check_device(text))
+    except GradlabError as error:
+        refuse(parser, str(error))
+
+
+def at_least_one(parser: argparse.ArgumentParser, value: int | None, argument: str) -> None:
+    """:func:`refuse` a count below 1 (``None``: not given, accepted)."""
+    if value is not None and value < 1:
+        refuse(parser, f"{argument} must be at least 1; got {value}")
 
 
 def argument_parser(doc: str, whole: bool = True) -> argparse.ArgumentParser:

@@ -39,10 +39,14 @@ def plot_loss_cost(source: dict | str | Path, path: str | Path) -> Path:
     results = load_results(source)
     apply_style()
     figure, axis = plt.subplots(figsize=(8, 5))
-    for name, fit in results["fitted_order"].items():
+    fitted = results["fitted_order"]
+    names = list(dict.fromkeys(r["loss"] for r in results["timings"]))  # in the table's order
+    for name in names:
         rows = [r for r in results["timings"] if r["loss"] == name]
         sizes = [r["batch_size"] for r in rows]
-        label = f"{name}: time ~ M^{fit:.2f} (claimed {results['claimed'][name]})"
+        claimed = results["claimed"].get(name, "not stated")
+        label = (f"{name}: time ~ M^{fitted[name]:.2f} (claimed {claimed})" if name in fitted
+                 else f"{name}: no fitted order (too few sizes; claimed {claimed})")  # fmt: skip
         axis.plot(sizes, [r["median_seconds"] * 1e3 for r in rows], "o-", label=label)
     axis.set(
         xscale="log",

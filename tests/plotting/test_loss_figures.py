@@ -130,6 +130,21 @@ def test_the_cost_figure_draws_one_line_per_loss_in_milliseconds_with_its_fitted
     ]
 
 
+def test_a_loss_without_a_fitted_order_is_still_drawn_and_says_so(figures):
+    # a --quick benchmark's sizes are too few to fit: its figure was empty (only fitted losses
+    # were drawn) and matplotlib warned of a legend without entries
+    result = _cost()
+    del result["fitted_order"]["FastAP"]
+    module.plot_loss_cost(result, "c.png")
+    (figure,) = figures
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == [
+        "SmoothAP: time ~ M^1.99 (claimed O(M^2))",
+        "FastAP: no fitted order (too few sizes; claimed O(M))",
+    ]
+    assert list(lines[1].get_xdata()) == [16, 64, 256]
+
+
 @pytest.mark.slow
 def test_the_cost_figure_of_four_losses_up_to_m_4096_reads_well_on_the_report_page(figures):
     # the benchmark's shape: four AP losses at M = 56 ... 4096 (4 per class), each time a power
