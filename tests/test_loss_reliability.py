@@ -545,6 +545,12 @@ def test_vmap_takes_the_plain_autograd_losses_without_validate_as_the_docs_say()
                       lambda s: fn.tie_aware_ap(s, positives)):  # fmt: skip
         with pytest.raises(RuntimeError):
             vmap(host_reader)(scores)
+    # FAPPY screens its similarities for NaN even without validate (a NaN has no bin): the docs
+    # listed it among the losses that vmap
+    from gradlab.functional.fappy import fappy_loss
+
+    with pytest.raises(RuntimeError, match=message):
+        vmap(lambda e: fappy_loss(e, LABELS, validate=False))(embeddings)
 
 
 def test_the_documented_cosine_slack_of_fappy_is_the_one_it_applies():
