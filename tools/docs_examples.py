@@ -70,7 +70,10 @@ def same_picture(old: Path, new: Path, share: float = PIXEL_SHARE) -> bool:
     return float(differing.mean()) <= share
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.strip().splitlines()[0]).parse_args(argv)
     OUTPUT.mkdir(parents=True, exist_ok=True)
     for name, figure in EXAMPLES.items():
         with tempfile.TemporaryDirectory() as folder:
