@@ -704,6 +704,15 @@ def check_report_folder(out: Path) -> Path:
     return out
 
 
+def _figure_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder ``gradlab plot`` wrote (it lists its figures in
+    :data:`~gradlab.run_dirs.FIGURE_LIST`) and not a run (no ``metrics.jsonl``)."""
+    from gradlab.run_dirs import FIGURE_LIST
+
+    path = Path(path)
+    return (path / FIGURE_LIST).is_file() and not (path / "metrics.jsonl").exists()
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command is so that its cleanup runs as for Ctrl-C."""
 
@@ -843,6 +852,14 @@ def main(argv: list[str] | None = None) -> int:
             # folder is one line at once
             from gradlab.run_dirs import check_run_dirs, check_runs_and_labels, default_out
 
+            if len(arguments.run_dir) > 1 and not arguments.label:
+                # `gradlab plot runs/*` run again: the glob matches the figures it wrote
+                kept = [run for run in arguments.run_dir if not _figure_folder(run)]
+                for run in arguments.run_dir:
+                    if run not in kept:
+                        print(f"gradlab: left out {str(run)!r}: the figure folder an earlier "
+                              "gradlab plot wrote, not a run", file=sys.stderr)  # fmt: skip
+                arguments.run_dir = kept or arguments.run_dir
             # named as the command names them; plot_runs checks them again for library callers
             check_runs_and_labels(arguments.run_dir, arguments.label, runs_argument="RUN_DIR",
                                   labels_argument="--label")  # fmt: skip

@@ -19,6 +19,13 @@ from gradlab.errors import GradlabError
 __all__ = ["check_run_dirs", "check_runs_and_labels", "default_out", "run_folder"]
 
 
+FIGURE_LIST = ".gradlab-figures.json"
+"""The file in a figures folder that lists the figures the last plot wrote there: the next
+plot removes those it does not write again (a family of a run replaced since, a quantity of
+one's own that the new logs do not hold), and a glob of run folders that matches the folder
+leaves it out (``gradlab plot``)."""
+
+
 def run_folder(path: str | Path) -> Path:
     """The run folder of ``path``: the folder itself, or the folder of a ``metrics.jsonl`` file.
 

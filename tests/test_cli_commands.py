@@ -495,6 +495,26 @@ def test_plot_without_out_writes_to_the_runs_figures_folder(tmp_path, capsys, mo
     assert calls == [run / "figures"]
 
 
+def test_plot_of_a_glob_leaves_out_the_figure_folder_it_wrote_before(tmp_path, capsys):
+    # `gradlab plot multi/*` writes multi/figures; run again, the glob matches that folder too,
+    # which failed as a RUN_DIR without a metrics.jsonl
+    from tests.helpers.training import train
+
+    for name in ("a", "b"):
+        with gradlab.Monitor(tmp_path / name, preset="cheap", every=1) as monitor:
+            train(monitor, steps=2)
+    code, _, err = _run(["plot", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    assert (code, err) == (0, "")
+    figures = tmp_path / "figures"
+    runs = [str(path) for path in sorted(tmp_path.iterdir())]  # a, b, figures: the glob
+    code, out, err = _run(["plot", *runs], capsys)
+    assert (code, err) == (0, f"gradlab: left out {str(figures)!r}: the figure folder an "
+                              "earlier gradlab plot wrote, not a run\n")
+    assert f"wrote {figures / 'overview.png'}" in out.splitlines()
+    code, _, err = _run(["plot", str(figures)], capsys)  # named alone: still refused
+    assert code == 2 and err.startswith("gradlab: RUN_DIR must hold a metrics.jsonl")
+
+
 @pytest.mark.slow
 def test_plot_writes_an_out_under_tilde_in_the_home_folder(tmp_path, capsys, monkeypatch):
     home, work = home_and_work(tmp_path, monkeypatch)

@@ -44,6 +44,7 @@ from gradlab.plotting.style import (
     step_axis,
 )
 from gradlab.run_dirs import (  # public here too, as before
+    FIGURE_LIST,
     check_run_dirs,
     check_runs_and_labels,
     default_out,
@@ -492,10 +493,6 @@ def plot_runs(
     return written
 
 
-FIGURE_LIST = ".gradlab-figures.json"
-"""The file in a figures folder that lists the figures the last plot wrote there: the next
-plot removes those it does not write again (a family of a run replaced since, a quantity of
-one's own that the new logs do not hold)."""
 
 
 def _figures_of_earlier_plots(folder: Path) -> set[str]:
