@@ -277,3 +277,33 @@ def test_the_side_door_scan_finds_one(tmp_path, monkeypatch):
         "door.py:2: gradlab.experiments.x",
         "door.py:4: gradlab.report",
     ]
+
+
+def _design_names(text: str) -> set[str]:
+    """The modules a stretch of docs/design.md names in backticks (``functional/``,
+    ``plotting/monitor.py``, ``siglip_loss``), as dotted gradlab module names."""
+    import re
+
+    names = set()
+    for name in re.findall(r"`([a-z_/]+?)(?:\.py)?/?`", text):
+        names.add("gradlab." + name.strip("/").replace("/", "."))
+    return names
+
+
+def test_the_design_page_puts_every_module_on_the_side_the_contract_does():
+    # the page's Layers paragraph lagged behind the contract (equivalence, jsonio, memory, ...
+    # were library; backbones a study) and its tree left modules out
+    text = (ROOT / "docs" / "design.md").read_text()
+    paragraph = text.split("## Layers", 1)[1].strip().split("\n\n", 1)[0]
+    library, studies = paragraph.split("**The studies**", 1)
+    contract = _contract()
+    missing_library = sorted(m for m in contract["source_modules"]
+                             if m not in _design_names(library) and m != "gradlab._version")
+    missing_studies = sorted(m for m in contract["forbidden_modules"]
+                             if m not in _design_names(studies)
+                             and not m.startswith("gradlab.plotting."))  # "study plotting"
+    assert (missing_library, missing_studies) == ([], [])
+    tree = text.split("```\ngradlab/", 1)[1].split("```", 1)[0]
+    files = sorted(path.name for folder in (PACKAGE, PACKAGE / "monitor")
+                   for path in folder.glob("*.py") if not path.name.startswith("_"))
+    assert [name for name in files if name not in tree] == []
