@@ -150,6 +150,19 @@ def _torchvision(name: str) -> tuple[nn.Module, str]:
     )
 
 
+def _where_to_look(error: Exception, module_name: str) -> str:
+    """A hint for a module that was not found: a file of that name in the working folder
+    (which the installed ``gradlab`` command does not search), else PYTHONPATH."""
+    if not isinstance(error, ModuleNotFoundError) or error.name != module_name.split(".")[0]:
+        return ""  # found, but failed to import: its own error says why
+    top = module_name.split(".")[0]
+    beside = [name for name in (f"{top}.py", top) if Path(name).exists()]
+    if beside:
+        return (f"; {beside[0]} is in the working folder, which Python does not search for the "
+                "installed gradlab command: run it with PYTHONPATH=. (or python -m gradlab)")
+    return "; is its folder on PYTHONPATH?"
+
+
 def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module:
     if not module_name:
         raise GradlabError(f"backbone {spec!r} names no module before the colon "
@@ -158,7 +171,7 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
         module = importlib.import_module(module_name)
     except (ImportError, ValueError, TypeError) as error:  # "a..b", ".a": not a module name
         raise GradlabError(f"backbone {spec!r}: module {module_name!r} cannot be imported "
-                           f"({error})") from None  # fmt: skip
+                           f"({error}){_where_to_look(error, module_name)}") from None  # fmt: skip
     function = getattr(module, function_name, None)
     if not callable(function):
         raise GradlabError(f"backbone {spec!r}: {module_name} has no function {function_name!r}")

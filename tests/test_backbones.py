@@ -138,6 +138,27 @@ def test_a_bad_spec_is_one_clear_error(spec, message):
         build_backbone(spec)
 
 
+def test_a_module_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_path,
+                                                                         monkeypatch):
+    # the installed gradlab command does not search the working folder: mybb.py beside the
+    # user was "No module named 'mybb'", with no hint why
+    (tmp_path / "my_backbone_xyz.py").write_text("def net():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("my_backbone_xyz:net")
+    assert str(raised.value) == (
+        "backbone 'my_backbone_xyz:net': module 'my_backbone_xyz' cannot be imported (No module "
+        "named 'my_backbone_xyz'); my_backbone_xyz.py is in the working folder, which Python "
+        "does not search for the installed gradlab command: run it with PYTHONPATH=. (or "
+        "python -m gradlab)")
+    with pytest.raises(GradlabError) as raised:  # nowhere at all: where to look
+        build_backbone("no_such_module_xyz:net")
+    assert str(raised.value) == (
+        "backbone 'no_such_module_xyz:net': module 'no_such_module_xyz' cannot be imported (No "
+        "module named 'no_such_module_xyz'); is its folder on PYTHONPATH?")
+
+
 def test_a_function_returning_no_module_or_failing_is_named(monkeypatch):
     nets = types.ModuleType("bad_nets")
     nets.numbers = lambda: 3
