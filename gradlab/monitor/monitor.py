@@ -1238,8 +1238,12 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self
 
-    def __exit__(self, exc_type, *exc_info) -> None:
-        self._close(log_last_step=exc_type is None, stacklevel=3, raised=exc_type is not None)
+    def __exit__(self, exc_type, exc_value=None, *exc_info) -> None:
+        # sys.exit() or sys.exit(0): the script finished, not the training failed
+        finished = exc_type is None or (
+            issubclass(exc_type, SystemExit) and exc_value is not None
+            and exc_value.code in (None, 0))  # fmt: skip
+        self._close(log_last_step=finished, stacklevel=3, raised=not finished)
 
 
 def _warn_never_stepped(message: str) -> None:

@@ -4,6 +4,7 @@ import contextlib
 import csv
 import inspect
 import os
+import sys
 import warnings
 
 import pytest
@@ -77,6 +78,18 @@ def test_a_resume_after_going_back_to_a_checkpoint_goes_on_from_the_last_record(
         train(monitor, steps=2)  # steps 8, 9
     if "jsonl" in sinks:
         assert _steps(tmp_path) == [*range(20), 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(("code", "succeeded"), [(None, True), (0, True), (1, False),
+                                                ("stopped early", False)])
+def test_sys_exit_in_a_with_block_is_a_failure_only_with_an_error_code(tmp_path, code,
+                                                                        succeeded):
+    # a script that ends with sys.exit(0) inside the block finished; it lost its last step
+    # and its W&B / MLflow runs were marked failed
+    with pytest.raises(SystemExit), Monitor(tmp_path, preset="cheap", every=5) as monitor:
+        train(monitor, steps=8)  # steps 0-7: 0 and 5 on schedule, 7 the last
+        sys.exit(code)
+    assert _steps(tmp_path) == ([0, 5, 7] if succeeded else [0, 5])
 
 
 @pytest.mark.parametrize("value", [-1, 2.5, True, "3", None])
