@@ -92,6 +92,22 @@ def test_sys_exit_in_a_with_block_is_a_failure_only_with_an_error_code(tmp_path,
     assert _steps(tmp_path) == ([0, 5, 7] if succeeded else [0, 5])
 
 
+def test_a_damaged_line_read_by_a_resumption_is_warned_at_the_monitors_line(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    log = tmp_path / "metrics.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join([*lines[:2], "{not json\n", *lines[2:]]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+    resumed.close()
+    bad = [w for w in caught if "skipped a line" in str(w.message)]
+    assert [(w.filename, str(w.message)) for w in bad][:1] == [
+        (__file__, f"{log}:3: skipped a line that is not valid JSON (a write cut short?)")]
+    assert resumed.step_count == 3
+
+
 @pytest.mark.parametrize("value", [-1, 2.5, True, "3", None])
 def test_step_count_refuses_what_is_not_a_step(tmp_path, value):
     monitor = Monitor(tmp_path, preset="cheap")
