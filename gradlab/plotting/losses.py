@@ -44,7 +44,7 @@ def plot_loss_cost(source: dict | str | Path, path: str | Path) -> Path:
     for name in names:
         rows = [r for r in results["timings"] if r["loss"] == name]
         sizes = [r["batch_size"] for r in rows]
-        claimed = results["claimed"].get(name, "not stated")
+        claimed = results["claimed"][name]
         label = (f"{name}: time ~ M^{fitted[name]:.2f} (claimed {claimed})" if name in fitted
                  else f"{name}: no fitted order (too few sizes; claimed {claimed})")  # fmt: skip
         axis.plot(sizes, [r["median_seconds"] * 1e3 for r in rows], "o-", label=label)

@@ -178,18 +178,19 @@ def test_a_run_written_since_construction_is_refused_in_full_and_close_is_quiet(
 def test_a_resumption_written_to_since_construction_is_refused_in_full(tmp_path):
     # two resumptions made before either wrote: the later writer read a run that has grown
     # since, so it would number its steps from a stale last record and interleave the logs
-    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+    sinks = ["jsonl", "csv"]
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=sinks) as monitor:
         train(monitor, steps=3)
-    late = Monitor(tmp_path, preset="cheap", every=1, resume=True)
-    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as first:
+    late = Monitor(tmp_path, preset="cheap", every=1, sinks=sinks, resume=True)
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=sinks, resume=True) as first:
         train(first, steps=2)  # steps 3, 4
     before = (tmp_path / "metrics.jsonl").read_bytes()
     with pytest.raises(GradlabError) as raised:
         train(late, steps=1)
     assert str(raised.value) == (
         f"log_dir {str(tmp_path)!r} changed since this Monitor read it to resume (another "
-        "Monitor wrote metrics.jsonl meanwhile); runs never merge: make the Monitor again with "
-        "resume=True to go on from the run's new last record"
+        "Monitor wrote metrics.csv, metrics.jsonl meanwhile); runs never merge: make the "
+        "Monitor again with resume=True to go on from the run's new last record"
     )
     late.close()  # refused: writes nothing at close and does not raise again
     assert (tmp_path / "metrics.jsonl").read_bytes() == before
