@@ -89,7 +89,10 @@ def refuse_if_in_use(log_dir: Path) -> None:
 def _in_use_message(log_dir: Path, owner: dict) -> str:
     """Why ``log_dir`` is refused, and the way out: a lock of this host names a live process;
     one of another host cannot be checked from here, so deleting it is left to the user."""
-    if owner.get("host") == socket.gethostname():
+    if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
+        stale = ("That Monitor runs in this very process: close() it (or leave its with block) "
+                 "before another Monitor writes to this log_dir.")
+    elif owner.get("host") == socket.gethostname():
         stale = (
             "A lock of a crashed process is stale and taken over; if no Monitor runs as process "
             f"{owner.get('pid')} (its number taken by another process since), delete "

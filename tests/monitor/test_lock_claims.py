@@ -158,16 +158,28 @@ def test_a_lock_of_another_host_is_refused_with_the_path_to_delete_not_a_takeove
     assert read_lock(tmp_path) == record  # nothing was taken over
 
 
-def test_a_live_lock_of_this_host_says_a_crashed_ones_would_be_taken_over(tmp_path):
+def test_a_live_lock_of_this_host_says_a_crashed_ones_would_be_taken_over(tmp_path, live_pid):
     # and what to do when the process number now belongs to another process (a PID reused
     # after a crash): the lock was honoured forever without a word of it
-    acquire(tmp_path)
+    write_lock(tmp_path, live_pid)
     with pytest.raises(GradlabError) as refused:
         refuse_if_in_use(tmp_path)
     assert str(refused.value).endswith(
         f"A lock of a crashed process is stale and taken over; if no Monitor runs as process "
-        f"{os.getpid()} (its number taken by another process since), delete "
+        f"{live_pid} (its number taken by another process since), delete "
         f"{str(tmp_path / LOCK_NAME)!r} and start again.")
+
+
+def test_a_lock_of_this_very_process_says_to_close_the_other_monitor(tmp_path):
+    # two Monitors of one program on one folder: the advice to delete the lock of a process
+    # that might be gone named this very process, whose Monitor is alive
+    acquire(tmp_path)
+    with pytest.raises(GradlabError) as refused:
+        refuse_if_in_use(tmp_path)
+    message = str(refused.value)
+    assert message.endswith("That Monitor runs in this very process: close() it (or leave its "
+                            "with block) before another Monitor writes to this log_dir.")
+    assert "delete" not in message
 
 
 @pytest.mark.parametrize(
