@@ -9,12 +9,16 @@ gradient of InfoNCE with respect to a negative logit is that logit's softmax wei
 
 from __future__ import annotations
 
+import argparse
+
 import sympy as sp
 
 from gradlab.symbolic import Claim, Form, audit_claim, mutant, negated, symbolic_equality
 
 
 def main() -> None:
+    # no options: it only prints (an output folder given by habit is refused, not ignored)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     s = sp.symbols("s0:3", real=True)  # logits; s0 is the positive
     softmax = [sp.exp(v) / sum(sp.exp(u) for u in s) for v in s]
     loss = -sp.log(softmax[0])
