@@ -151,8 +151,12 @@ class RunFolder:
         # JSONL sink, goes on from its last row, not from step 0)
         readers = [*self.sinks, *(sink() for sink in (JSONLSink, CSVSink)
                                   if not any(type(own) is sink for own in self.sinks))]
-        known = [step for step in (sink.last_step(self.path) for sink in readers)
-                 if step is not None]  # fmt: skip
+        ends = {self._where(sink).name: step for sink in readers
+                if (step := sink.last_step(self.path)) is not None}  # fmt: skip
+        log = self.path / "metrics.jsonl"
+        if log.is_file():  # what the resumed run was logged with (Monitor compares it)
+            self.previous_header = last_jsonl_header(log)
+        known = self._current_ends(ends)
         blind = [type(sink).__name__ for sink in self.sinks
                  if sink.existing(self.path) and type(sink).last_step is Sink.last_step]
         if blind and not known:
@@ -161,10 +165,33 @@ class RunFolder:
                 f"which {', '.join(blind)} cannot read back; add the 'jsonl' sink"
             )
         self.start_step = max(known) + 1 if known else 0
-        log = self.path / "metrics.jsonl"
-        if log.is_file():  # what the resumed run was logged with (Monitor compares it)
-            self.previous_header = last_jsonl_header(log)
         return {"resumed": {"from_step": self.start_step, "files": names}}
+
+    def _current_ends(self, ends: dict[str, int]) -> list[int]:
+        """The last steps, by file, that say where the run is: those of the files its latest
+        part wrote (the ``sinks`` of the last header of ``metrics.jsonl``), when it says.
+        Another file may end later: left out of a resumption that went back to a checkpoint,
+        its end is stale (or a later resumption wrote it without the JSONL sink); that is
+        warned about, and the run goes on after the current files' end."""
+        written = (self.previous_header or {}).get("sinks")
+        current = {name: step for name, step in ends.items()
+                   if not isinstance(written, list) or name in written}  # fmt: skip
+        if not current:
+            return list(ends.values())
+        end = max(current.values())
+        later = {name: step for name, step in ends.items() if step > end}
+        if later:
+            files = ", ".join(f"{name!r} ends at step {step}" for name, step in later.items())
+            warnings.warn(
+                f"gradlab.Monitor: the run in {str(self.path)!r} resumes after step {end}, the "
+                f"last its latest part logged ({', '.join(map(repr, sorted(current)))}), though "
+                f"{files}: a file left out of a resumption that went back to a checkpoint. If "
+                "the run did get there (resumed later without the JSONL sink), set "
+                "monitor.step_count before the first step",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
+        return [end]
 
     def header(self, run: dict, device: torch.device | None = None) -> dict:
         """The run's header record: versions, device and start time, then ``run`` (the
@@ -186,6 +213,7 @@ class RunFolder:
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             **run,
         }
+        header["sinks"] = list(self._names)  # the files a resumption reads the run's end from
         if "resumed" in self.previous:
             header["resumed"] = self.previous["resumed"]
         if "overwrite" in self.previous:

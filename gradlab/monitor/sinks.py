@@ -394,7 +394,8 @@ class CSVSink(Sink):
         """Copy into the reopened file the records of ``metrics.jsonl`` for the steps it lacks
         before ``start``, the step the run resumes at (a row cut by a killed writer, removed
         here, or one never written: killed between the two files' writes), and say so; a cut
-        row is otherwise logged again, when the run resumes at or before it, or lost."""
+        row is otherwise logged again, when the run resumes at or before it and its schedule
+        logs that step, or lost."""
         last = self.last_step(log_dir)  # of the complete rows
         first_missing = 0 if last is None else last + 1
         copied: list[int] = []
@@ -416,7 +417,8 @@ class CSVSink(Sink):
                 fate = (f"the run resumes at step {start}, and the steps it lacks before that "
                         f"({steps}) are copied from {str(log)!r}")  # fmt: skip
             elif start is None or start <= first_missing:
-                fate = "its step is logged again"
+                fate = ("the run goes on after the last whole row, and logs the cut row's step "
+                        "again if its schedule logs that step")
             else:
                 one = start == first_missing + 1
                 lost = (f"step {first_missing} is" if one

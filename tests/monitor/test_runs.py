@@ -108,6 +108,38 @@ def test_a_damaged_line_read_by_a_resumption_is_warned_at_the_monitors_line(tmp_
     assert resumed.step_count == 3
 
 
+def test_a_resume_goes_on_from_the_files_its_latest_part_wrote_not_a_stale_one(tmp_path):
+    # steps 0-19 went to both files; the loop then went back to step 5 with the JSONL sink
+    # alone, so metrics.csv still ends at 19 while the run's last record is step 7. Taking
+    # the largest step of every file resumed at 20, across the steps the run abandoned.
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=20)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl"], resume=True)
+    monitor.step_count = 5
+    with monitor:
+        train(monitor, steps=3)  # loop steps 5, 6, 7
+    for sinks in (["jsonl"], ["jsonl", "csv"]):
+        with pytest.warns(UserWarning) as caught:
+            assert Monitor(tmp_path, preset="cheap", sinks=sinks, resume=True).step_count == 8
+        assert [(str(w.message), w.filename) for w in caught] == [(
+            f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes after step 7, the last its "
+            "latest part logged ('metrics.jsonl'), though 'metrics.csv' ends at step 19: a file "
+            "left out of a resumption that went back to a checkpoint. If the run did get there "
+            "(resumed later without the JSONL sink), set monitor.step_count before the first "
+            "step", __file__)]
+
+
+def test_a_resume_after_a_dropped_last_record_goes_on_after_the_file_that_holds_it(tmp_path):
+    # both files written by the latest part: the CSV's later end is a record the JSONL lost
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=4)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "metrics.jsonl").write_text("".join(lines[:-1]))  # step 3's record lost
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Monitor(tmp_path, preset="cheap", sinks=["jsonl"], resume=True).step_count == 4
+
+
 @pytest.mark.parametrize("value", [-1, 2.5, True, "3", None])
 def test_step_count_refuses_what_is_not_a_step(tmp_path, value):
     monitor = Monitor(tmp_path, preset="cheap")

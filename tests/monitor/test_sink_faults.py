@@ -372,7 +372,8 @@ def test_a_resumed_csv_whose_last_row_was_cut_loses_only_that_row(tmp_path, cut)
     assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
         "no line end: a write cut short by a killed process), so that no row is left half "
-        "empty; its step is logged again"]
+        "empty; the run goes on after the last whole row, and logs the cut row's step again if "
+        "its schedule logs that step"]
     rows = _csv_rows(tmp_path / C)
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 3]
     assert all(all(row.values()) for row in rows)  # no row without its values

@@ -64,8 +64,9 @@ def test_a_row_cut_short_far_from_the_header_is_removed(tmp_path):
     assert rows == [["step", "loss"], ["0", "0.25"], ["1", "0.5"]]
     assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: removed the last row of {str(path)!r} (200002 bytes with no line "
-        "end: a write cut short by a killed process), so that no row is left half empty; its "
-        "step is logged again"]
+        "end: a write cut short by a killed process), so that no row is left half empty; the "
+        "run goes on after the last whole row, and logs the cut row's step again if its "
+        "schedule logs that step"]
 
 
 @pytest.mark.parametrize(
