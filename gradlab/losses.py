@@ -41,7 +41,6 @@ from gradlab.validation import (
     ScoreRecorderSlot,
     check_embeddings_and_labels,
     check_interpolation,
-    check_non_negative_finite,
     check_temperature,
     count_noun,
     finite_flag,
@@ -377,7 +376,8 @@ class BlackboxAPLoss(RankingLoss):
     Args:
         interpolation: lambda for integer ranks (the authors' lambda times ``C``), positive
             and finite.
-        margin: subtracted from positive scores before ranking, non-negative.
+        margin: subtracted from positive scores before ranking, in ``[0, 1e30]`` (larger
+            margins overflow float32).
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
             With ``False`` the core still refuses NaN scores (a NaN has no rank).
 
@@ -393,7 +393,7 @@ class BlackboxAPLoss(RankingLoss):
     ) -> None:
         super().__init__(validate)
         self.interpolation = check_interpolation(interpolation)
-        self.margin = check_non_negative_finite("margin", margin)
+        self.margin = check_margin(margin)
 
     def forward(
         self,

@@ -25,10 +25,10 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import gradient_overflow_message, outside_autocast
+from gradlab.functional.score_losses import check_margin
 from gradlab.validation import (
     check_bool,
     check_interpolation,
-    check_non_negative_finite,
     check_optional_callable,
     check_real_device,
     check_same_device,
@@ -135,7 +135,8 @@ def blackbox_ap(
         scores: ``[Q, C]`` scores (larger ranks higher).
         positives: ``[Q, C]`` bool relevance.
         interpolation: lambda for integer ranks (the authors' lambda times ``C``), positive.
-        margin: subtracted from positive scores before ranking, non-negative.
+        margin: subtracted from positive scores before ranking, in ``[0, 1e30]`` (larger
+            margins overflow float32).
         candidate_mask: optional ``[Q, C]`` bool; ``False`` leaves a column out of that
             query's ranking (neither positive nor negative, zero gradient), as a score of
             ``-inf`` does.
@@ -171,7 +172,7 @@ def blackbox_ap(
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
         check_same_device(scores=scores, candidate_mask=candidate_mask)
     interpolation = check_interpolation(interpolation)
-    margin = check_non_negative_finite("margin", margin)
+    margin = check_margin(margin)
     check_real_device(scores=scores)  # the NaN check below reads values
     if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
         named = scores.detach().masked_fill(scores.detach() == -math.inf, 0.0)  # -inf is allowed

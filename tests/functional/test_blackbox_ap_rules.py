@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from gradlab import GradlabError
+from gradlab import BlackboxAPLoss, GradlabError
 from gradlab.functional.blackbox_ap import BlackboxRanks, blackbox_ap, blackbox_ap_loss
 
 INF = math.inf
@@ -131,3 +131,21 @@ def test_candidate_mask_leaves_columns_out_as_a_minus_infinity_score_does():
         blackbox_ap(scores, positives, candidate_mask=keep[:, :3])
     with pytest.raises(GradlabError, match=r"^candidate_mask must be a bool tensor"):
         blackbox_ap(scores, positives, candidate_mask=keep.float())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_margin_beyond_float32_is_refused_not_ranked_as_nan(dtype):
+    # 1e39 is inf in float32: the shifted negatives were 0 * inf = NaN, past the NaN check,
+    # and the AP came out 0.75 where every positive below every negative gives 0.5833
+    scores = torch.tensor([[0.9, 0.5, 0.7]], dtype=dtype)
+    positives = torch.tensor([[True, False, True]])
+    below = sum(k / rank for k, rank in enumerate((2, 3), start=1)) / 2  # ranks 2, 3 of 3
+    assert blackbox_ap(scores, positives, margin=1e30).item() == pytest.approx(below)
+    message = ("margin must be a finite number in [0, 1e+30] (larger margins overflow "
+               "float32); got 1e+39")
+    with pytest.raises(GradlabError) as raised:
+        blackbox_ap(scores, positives, margin=1e39)
+    assert str(raised.value) == message
+    with pytest.raises(GradlabError) as raised:
+        BlackboxAPLoss(margin=1e39)
+    assert str(raised.value) == message
