@@ -37,7 +37,7 @@ from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
 from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column_weights
 from gradlab.losses import SoftmaxLogits
-from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace
+from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace, as_called
 from gradlab.monitor.quantity import NEEDS
 from gradlab.validation import check_real_device, check_shape, check_tensor
 
@@ -261,14 +261,17 @@ class LossAdapter:
         # a meta tensor has a shape and no values: nothing to compute or read back
         check_real_device(**{"scores" if self.inputs in SCORE_INPUTS else self.inputs: first,
                              "second argument": tensors[1]})
-        batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
+        in_batch = self.inputs == "in_batch_scores"  # a copy of its own, masked below
+        embeddings, copied = (first.detach(), True) if in_batch else as_called(first)
+        batch = BatchView(embeddings=embeddings, loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
+        if not copied:
+            batch.read_at_call["embeddings"] = (first, first._version)
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).
         batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
         if self.inputs == "embeddings" and second.dim() == 1:
             self._name_a_square_first_argument(first)
         if self.inputs in SCORE_INPUTS:
-            in_batch = self.inputs == "in_batch_scores"
             if second.dim() == 1 and self.labels_may_be_targets and not in_batch:
                 self._refuse_targets(second)
             candidates = None
@@ -310,7 +313,10 @@ class LossAdapter:
                 )
             check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
             check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
-            batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
+            batch.candidates, copied = as_called(tensors[1])
+            batch.positives = tensors[2]
+            if not copied:
+                batch.read_at_call["candidates"] = (tensors[1], tensors[1]._version)
             self._cross_modal = True  # what the call showed: no gradient agreement
         else:
             check_tensor("labels", tensors[1], ndims=(1,), kind="integer")
@@ -497,6 +503,7 @@ class LossAdapter:
         training loop puts on it before backward, kept in ``batch.loss_scale`` (read only)."""
         if not _is_scalar_in_graph(loss):
             return
+        batch.loss_hooked = True
 
         def keep_scale(grad: torch.Tensor) -> None:
             batch.loss_scale = grad.detach().reshape(())
@@ -526,7 +533,11 @@ class LossAdapter:
         captured = list(recorded)
         if self.inputs in SCORE_INPUTS and not captured:
             in_batch = batch.layout.candidate_mask is not None  # a batch against itself
-            capture = ScoreCapture("in_batch" if in_batch else "both", batch.embeddings.clone(),
+            # the values at the call: the view's own copy, else one made here (no in-place
+            # change of a model's output reaches the anatomy)
+            scores = (batch.embeddings.clone() if "embeddings" in batch.read_at_call
+                      else batch.embeddings)  # fmt: skip
+            capture = ScoreCapture("in_batch" if in_batch else "both", scores,
                                    batch.positives, batch.layout.candidate_mask)  # fmt: skip
             if first.requires_grad:
                 self._hooks.append(first.register_hook(_keep_into(capture)))

@@ -131,6 +131,26 @@ def _cpu_scale(scale: torch.Tensor) -> float | None:
     return float(_cpu_array(scale.detach()))
 
 
+def as_called(tensor: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """``tensor`` detached as a watched call saw it, and whether that is a copy: a leaf, or a
+    view of one (a parameter, a buffer, a memory bank, a tensor made under no_grad), is copied,
+    as an optimizer step or the loop may change it in place before ``monitor.step()`` reads it;
+    a model's output, which autograd keeps for backward, is shared (one copy of ``[B, d]``).
+
+    Example:
+        >>> table = torch.nn.Parameter(torch.zeros(2, 2))
+        >>> seen, copied = as_called(table)
+        >>> with torch.no_grad():
+        ...     _ = table.add_(1.0)
+        >>> copied, seen.sum().item()
+        (True, 0.0)
+    """
+    base = tensor if tensor._base is None else tensor._base
+    if base.grad_fn is None:
+        return tensor.detach().clone(), True
+    return tensor.detach(), False
+
+
 def _all_finite(values: torch.Tensor) -> torch.Tensor:
     """0-d bool on the device: no NaN or infinite entry. The smallest and largest entries
     (NaN propagates into both) cost one pass without a ``[B, B]`` bool mask: ~20x faster on a
@@ -303,6 +323,15 @@ class BatchView:
     """The watched call's embeddings require no grad while its loss does (a frozen or detached
     encoder under a loss with parameters): no embedding gradient will arrive. The Monitor
     warns once."""
+    loss_hooked: bool = False
+    """The watched call's value is a one-element tensor in the graph, hooked for
+    :attr:`loss_scale`: backward through it sets that (still None at the step: the call was
+    not backpropagated, whatever reached its inputs)."""
+    read_at_call: dict = field(default_factory=dict, repr=False, compare=False)
+    """The call's tensors this view holds without a copy (a model's output), by what they are,
+    with their version counters then: a change in place before the step shows
+    (:meth:`changed_since_call`). A parameter's or buffer's values, which an optimizer or the
+    loop may change before the step, are copies (:func:`as_called`)."""
     loss_scale: torch.Tensor | None = None
     """The gradient that reached the watched call's value in backward (0-d, on the device): 1
     for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated
@@ -375,6 +404,21 @@ class BatchView:
             # 0-d by 0-d promotes to the wider dtype: divide there, round once to the grad's
             self.parameter_grads[key] = (grad / divisor.to(grad.device)).to(grad.dtype)
         self.loss_scale = None  # once
+
+    def changed_since_call(self) -> list[str]:
+        """What of :attr:`read_at_call` was changed in place since the watched call (read from
+        version counters: no value is read).
+
+        Example:
+            >>> embeddings = torch.ones(2, 2).exp()  # not a leaf: shared, not copied
+            >>> view = BatchView(embeddings, labels=torch.arange(2))
+            >>> view.read_at_call["embeddings"] = (embeddings, embeddings._version)
+            >>> _ = embeddings.mul_(2.0)
+            >>> view.changed_since_call()
+            ['embeddings']
+        """
+        return [name for name, (tensor, version) in self.read_at_call.items()
+                if tensor._version != version]  # fmt: skip
 
     def zero_unreached_score_grads(self) -> None:
         """Give ``dL/dS = 0`` to each recorded score matrix that backward never reached

@@ -227,6 +227,8 @@ class Monitor:
         self._pending: BatchView | None = None
         self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
         self._pending_trained = False  # _pending was read with gradients on
+        self._changed_warned = False  # a call's tensors changed in place before the step
+        self._not_backpropagated_warned = False  # a step's last call was not backpropagated
         self._trained = False  # a watched call (or attached forward) ran with gradients on
         # calls with gradients off before the first training call: a rank may evaluate alone
         # before training, so the ranks' agreement leaves them out of its count
@@ -782,8 +784,21 @@ class Monitor:
         self._warn_gradient_unread(
             "_no_gradient_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: monitor.step() closed step {step} before backward reached the "
-            "watched loss's inputs, so {reading} logged nothing for it: call monitor.step() "
-            "after loss.backward() (later such steps are not warned about)",
+            "inputs of its last watched call, so {reading} logged nothing for it: call "
+            "monitor.step() after loss.backward(), and make a call that is not trained after "
+            "it (an evaluation, a display) under torch.no_grad() (later such steps are not "
+            "warned about)",
+        )  # fmt: skip
+
+    def _warn_loss_not_backpropagated(self, step: int, due: list[Quantity]) -> None:
+        """Backward reached a logged call's inputs but not its loss (a second call of the step,
+        for display): its gradient quantities would read another call's gradient, or zeros."""
+        self._warn_gradient_unread(
+            "_not_backpropagated_warned", due, GRADIENT_NEEDS,
+            f"gradlab.Monitor: step {step}: backward reached the watched call's inputs but not "
+            "its loss: the step's last watched call was not backpropagated (a second call for "
+            "display, such as loss_fn(...).item(): make it under torch.no_grad()), so "
+            "{reading} logged nothing for it (later such steps are not warned about)",
         )  # fmt: skip
 
     def _warn_scaled_by_zero(self, step: int, due: list[Quantity]) -> None:
@@ -811,10 +826,13 @@ class Monitor:
         """A logged call built no graph: no gradient will reach it."""
         self._warn_gradient_unread(
             "_no_graph_warned", due, GRADIENT_NEEDS,
-            f"gradlab.Monitor: step {step}: the watched call built no graph (neither the "
-            "embeddings nor the loss require grad: an evaluation outside torch.no_grad(), or a "
-            "frozen model), so {reading} logged nothing; the other quantities are logged "
-            "(later such steps are not warned about)",
+            f"gradlab.Monitor: step {step}: the watched call built no graph ("
+            + ("neither the embeddings nor the loss require grad: an evaluation outside "
+               "torch.no_grad(), or a frozen model" if self._pending_trained else
+               "it was made with gradients off: under torch.no_grad() or "
+               "torch.inference_mode()")
+            + "), so {reading} logged nothing; the other quantities are logged (later such "
+            "steps are not warned about)",
         )  # fmt: skip
 
     def _gathers(self) -> bool:
@@ -892,7 +910,24 @@ class Monitor:
     ) -> dict | None:  # fmt: skip
         """Compute ``due`` on ``batch`` (global under torch.distributed, as the ranks agreed),
         write the record."""
-        if batch.gradient_arrived is False:
+        changed = batch.changed_since_call()
+        if changed and not self._changed_warned:
+            self._changed_warned = True
+            warnings.warn(
+                f"gradlab.Monitor: step {step}: the {' and '.join(changed)} of the watched call "
+                f"{'were' if changed[0].endswith('s') or len(changed) > 1 else 'was'} changed "
+                "in place before monitor.step() read them; the record describes the changed "
+                "values, not those the loss saw. Change a copy, or call monitor.step() before "
+                "changing them",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+            )
+        if batch.gradient_arrived and batch.loss_hooked and batch.loss_scale is None:
+            # what reached the inputs was another call's gradient (the same embeddings given
+            # to a call that was backpropagated): this call's own never existed
+            self._warn_loss_not_backpropagated(step, due)
+            batch.gradient_arrived, batch.embedding_grad = False, None
+        elif batch.gradient_arrived is False:
             self._warn_no_gradient(step, due)
         if batch.no_graph:
             self._warn_no_graph(step, due)
@@ -993,11 +1028,14 @@ class Monitor:
         if broken:
             self._report_not_finite(step, broken)
         else:  # finite inputs: a value that is not finite is the quantity's own
-            for quantity, keys in levels[0]:
+            own_bad = []
+            for quantity, keys in (pair for level in levels for pair in level):
                 bad = [record[key] for key in keys if quantity.warns_if_not_finite
                        and not math.isfinite(record[key])]  # fmt: skip
                 if bad:
-                    self._report_value_not_finite(step, quantity.name, bad[0])
+                    own_bad.append((quantity.name, bad[0]))
+            if own_bad:
+                self._report_values_not_finite(step, own_bad)
         # The record's keys in the order the quantities computed them.
         return {name: record[name] for _, values in computed for name in values}
 
@@ -1016,21 +1054,29 @@ class Monitor:
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
             )
 
-    def _report_value_not_finite(self, step: int, name: str, value: float) -> None:
-        """Count a step on which ``name`` (a quantity that :attr:`Quantity.warns_if_not_finite`,
-        the loss) logged a NaN or infinite value though the inputs and ``dL/dS`` are finite: the
-        training itself made it (a log of 0, a division by 0 in the loss), which the warning of
-        non-finite inputs does not cover; warn at the first."""
-        self.not_finite[name] = self.not_finite.get(name, 0) + 1
-        if self.not_finite[name] == 1:
-            warnings.warn(
-                f"gradlab.Monitor: step {step}: {name} is {value} while the embeddings and "
-                "scores are finite: it is logged as it is (a log of 0 or a division by 0 in "
-                f"the loss?); later such steps are counted in monitor.not_finite[{name!r}] "
-                "without a warning",
-                RuntimeWarning,
-                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
-            )
+    def _report_values_not_finite(self, step: int, bad: list[tuple[str, float]]) -> None:
+        """Count a step on which quantities that :attr:`Quantity.warns_if_not_finite` (the
+        loss, the embeddings' gradient norm) logged a NaN or infinite value, by name, with its
+        first such value, though the inputs and ``dL/dS`` are finite: the training itself made
+        it (a log of 0, a division by 0 in the loss), which the warning of non-finite inputs
+        does not cover; warn at the first of each, in one warning per step."""
+        first = []
+        for name, value in bad:
+            self.not_finite[name] = self.not_finite.get(name, 0) + 1
+            if self.not_finite[name] == 1:
+                first.append((name, value))
+        if not first:
+            return
+        values = ", ".join(f"{name} is {value}" for name, value in first)
+        counters = " and ".join(f"monitor.not_finite[{name!r}]" for name, _ in first)
+        logged = "it is logged as it is" if len(first) == 1 else "they are logged as they are"
+        warnings.warn(
+            f"gradlab.Monitor: step {step}: {values} while the embeddings and scores are "
+            f"finite: {logged} (a log or a square root of 0, or a division by 0, in the "
+            f"loss?); later such steps are counted in {counters} without a warning",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
+        )
 
     def _disable(self, quantity: Quantity, error: Exception, returned: bool = False) -> None:
         """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning

@@ -141,6 +141,7 @@ class EmbeddingGradNorm(Quantity):
 
     name = "embedding_grad_norm"
     needs = frozenset({"embeddings", "embedding_grad"})
+    warns_if_not_finite = True  # a NaN gradient of finite embeddings is the training's own
     keys = ("embedding_grad_norm", "embedding_grad_norm_row_mean")
     plots = (Plot("embedding_gradients", "Gradient of the loss w.r.t. the embeddings", "norm", (
         ("embedding_grad_norm", "gradient norm (whole batch)"),
@@ -498,7 +499,7 @@ class GradientAgreement(Quantity):
     A batch without ranking signal (one class, all singletons, one row) has a zero analytic
     gradient: the cosine is NaN when either gradient is zero (no direction to compare), and the
     relative error NaN when both are (a 0 would read as agreement), inf when only the analytic
-    one is.
+    one is. An all-zero embedding row has no direction and gets no gradient, as in the loss.
 
     Example:
         >>> import tempfile, gradlab
@@ -533,7 +534,9 @@ class GradientAgreement(Quantity):
         grad_normalized = score_grad @ normalized + score_grad.T @ normalized
         norms = batch.embeddings.to(batch.compute_dtype).norm(dim=1, keepdim=True)
         radial = (normalized * grad_normalized).sum(dim=1, keepdim=True)
-        analytic = ((grad_normalized - normalized * radial) / norms.clamp(min=1e-12)).double()
+        analytic = (grad_normalized - normalized * radial) / norms.clamp(min=1e-12)
+        # a zero row has no direction: the loss sends it no gradient (unit_rows)
+        analytic = torch.where(norms == 0, 0.0, analytic).double()
         actual = batch.embedding_grad.to(torch.float64)
         cosine = torch.nn.functional.cosine_similarity(
             analytic.flatten(), actual.flatten(), dim=0, eps=1e-30

@@ -164,11 +164,52 @@ def test_a_loss_that_is_nan_on_finite_input_is_said_word_for_word_at_the_callers
                 monitor.step()
     assert told == [(
         "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
-        "logged as it is (a log of 0 or a division by 0 in the loss?); later such steps are "
+        "logged as it is (a log or a square root of 0, or a division by 0, in the loss?); later "
+        "such steps are "
         "counted in monitor.not_finite['loss'] without a warning",
         RuntimeWarning, __file__, lines[0],
     )]  # fmt: skip
     assert monitor.not_finite == {"loss": 2}
+
+
+def test_a_nan_gradient_of_finite_embeddings_is_said_and_counted(tmp_path):
+    # another term of the objective takes a square root at 0 on one step: the embeddings, the
+    # scores and the loss are finite, their gradient is NaN (logged as it is: it is what
+    # training did)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for step in range(3):
+                embeddings = _embeddings(step)
+                extra = (embeddings[0, 0] - embeddings[0, 0]).sqrt() if step > 0 else 0.0
+                (loss_fn(embeddings, LABELS) + extra).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 1: embedding_grad_norm is nan while the embeddings and scores "
+        "are finite: it is logged as it is (a log or a square root of 0, or a division by 0, "
+        "in the loss?); later such steps are counted in monitor.not_finite"
+        "['embedding_grad_norm'] without a warning"]
+    assert monitor.not_finite == {"embedding_grad_norm": 2}
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [math.isnan(r["embedding_grad_norm"]) for r in records] == [False, True, True]
+
+
+def test_a_nan_loss_and_its_nan_gradient_are_said_in_one_warning(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(lambda embeddings, labels: embeddings.sum() * math.nan)
+            for step in range(2):
+                loss_fn(_embeddings(step), LABELS).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 0: loss is nan, embedding_grad_norm is nan while the embeddings "
+        "and scores are finite: they are logged as they are (a log or a square root of 0, or a "
+        "division by 0, in the loss?); later such steps are counted in "
+        "monitor.not_finite['loss'] and monitor.not_finite['embedding_grad_norm'] without a "
+        "warning"]
+    assert monitor.not_finite == {"loss": 2, "embedding_grad_norm": 2}
 
 
 def test_non_finite_input_after_a_nan_loss_is_still_said(tmp_path):
@@ -184,7 +225,8 @@ def test_non_finite_input_after_a_nan_loss_is_still_said(tmp_path):
                 monitor.step()
     assert _runtime_warnings(caught) == [
         "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
-        "logged as it is (a log of 0 or a division by 0 in the loss?); later such steps are "
+        "logged as it is (a log or a square root of 0, or a division by 0, in the loss?); later "
+        "such steps are "
         "counted in monitor.not_finite['loss'] without a warning",
         "gradlab.Monitor: step 1: the embeddings or scores (or dL/dS) are not finite (NaN or "
         "infinite), so embedding_norm logged NaN for every key that reads them; later such "

@@ -848,6 +848,34 @@ def test_agreement_without_ranking_signal_is_undefined_not_zero(labels):
     assert other["gradient_agreement_relative_error"] == math.inf
 
 
+def test_agreement_with_a_zero_embedding_row():
+    # a zero row has no direction: the loss sends it no gradient (gradlab's unit rows), and the
+    # analytic gradient must not divide its tangent part by a floored norm of 0 (1e12 times)
+    embeddings = _random((8, 3), 36)
+    embeddings[2] = 0.0
+    leaf = embeddings.clone().requires_grad_(True)
+    rows = [leaf[i] / leaf[i].norm() if i != 2 else torch.zeros(3, dtype=torch.float64)
+            for i in range(8)]  # fmt: skip
+    normalized = torch.stack(rows)
+    loop_smooth_ap_loss_of_scores(normalized @ normalized.T, AGREEMENT_LABELS.tolist(),
+                                  AGREEMENT_TAU, False).backward()  # fmt: skip
+    assert leaf.grad[2].abs().max() == 0 and leaf.grad.abs().max() > 0
+    got = _agreement(embeddings, leaf.grad)
+    assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-12)
+    assert got["gradient_agreement_relative_error"] < 1e-12
+
+
+def test_agreement_of_smooth_ap_loss_with_a_zero_embedding_row(tmp_path):
+    embeddings = _random((12, 6), 37).float()
+    embeddings[0] = 0.0
+    with Monitor(tmp_path, quantities=[GradientAgreement(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(True), torch.arange(4).repeat_interleave(3)).backward()
+        record = monitor.step()
+    assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert record["gradient_agreement_relative_error"] < 1e-5
+
+
 def test_agreement_with_no_gradient_backpropagated_has_no_direction():
     # SmoothAP's gradient is not 0, the loss's is (a loss multiplied by 0): no cosine, and the
     # whole analytic gradient is the error

@@ -146,9 +146,11 @@ def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp
     told, _ = _step_before_backward(tmp_path)
     assert len(told) == 1 and told[0].category is RuntimeWarning
     assert str(told[0].message) == (
-        "gradlab.Monitor: monitor.step() closed step 0 before backward reached the watched "
-        "loss's inputs, so embedding_grad_norm, gradient_agreement, anatomy logged nothing for "
-        "it: call monitor.step() after loss.backward() (later such steps are not warned about)")
+        "gradlab.Monitor: monitor.step() closed step 0 before backward reached the inputs of "
+        "its last watched call, so embedding_grad_norm, gradient_agreement, anatomy logged "
+        "nothing for it: call monitor.step() after loss.backward(), and make a call that is not "
+        "trained after it (an evaluation, a display) under torch.no_grad() (later such steps "
+        "are not warned about)")
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert not any("embedding_grad_norm" in record or "anatomy_active_negatives_mean" in record
                    for record in records)  # the records stay as they were
@@ -230,6 +232,24 @@ def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path, pres
         "logged nothing; the other quantities are logged (later such steps are not warned "
         "about)")
     assert "," in reading or preset == "cheap"
+
+
+def test_a_call_with_gradients_off_says_so_when_it_builds_no_graph(tmp_path):
+    # made under torch.no_grad() before any training call (so read, not passed through): the
+    # warning gave "an evaluation outside torch.no_grad()" as the likely cause
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            model = torch.nn.Linear(4, 4)
+            with torch.no_grad():
+                loss_fn(model(torch.randn(8, 4)), torch.arange(8) % 2)
+            monitor.step()
+    told = [str(w.message) for w in caught if "built no graph" in str(w.message)]
+    assert told == [
+        "gradlab.Monitor: step 0: the watched call built no graph (it was made with gradients "
+        "off: under torch.no_grad() or torch.inference_mode()), so embedding_grad_norm logged "
+        "nothing; the other quantities are logged (later such steps are not warned about)"]
 
 
 def test_a_call_that_builds_no_graph_says_which_quantities_log_nothing(tmp_path):

@@ -1,0 +1,148 @@
+"""A record describes the batch the loss saw at the watched call, whatever the loop does to
+its tensors between that call and ``monitor.step()`` (an optimizer updating an embedding table
+or a leaf score matrix in place, a memory bank enqueued before the step)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import read_jsonl
+
+
+def _records(log_dir):
+    return read_jsonl(log_dir / "metrics.jsonl")[1]
+
+
+def _norm_mean(embeddings: torch.Tensor) -> float:
+    # reference: the rows' Euclidean norms averaged in float64, by a loop
+    rows = embeddings.detach().double()
+    return sum(float(row.pow(2).sum().sqrt()) for row in rows) / rows.shape[0]
+
+
+def test_an_embedding_table_the_optimizer_moves_before_step_is_logged_as_the_loss_saw_it(
+        tmp_path):
+    torch.manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(12, 6))
+    optimizer = torch.optim.SGD([table], lr=10.0)
+    labels = torch.arange(4).repeat_interleave(3)
+    seen = []
+    with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(3):
+            seen.append(_norm_mean(table))
+            optimizer.zero_grad()
+            loss_fn(table, labels).backward()
+            optimizer.step()  # the table moves in place before the step is read
+            monitor.step()
+    logged = [record["embedding_norm_mean"] for record in _records(tmp_path)]
+    assert seen[0] != pytest.approx(seen[1], rel=1e-3)  # the table did move
+    assert logged == pytest.approx(seen, rel=1e-6)
+
+
+def test_a_leaf_score_matrix_the_optimizer_moves_is_logged_as_the_loss_saw_it(tmp_path):
+    torch.manual_seed(1)
+    scores = torch.nn.Parameter(torch.randn(6, 6) * 0.3)
+    positives = torch.eye(6, dtype=torch.bool)
+    optimizer = torch.optim.SGD([scores], lr=5.0)
+    with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1), inputs="scores")
+        seen = float(scores.detach().double().diagonal().mean())
+        loss_fn(scores, positives).backward()
+        optimizer.step()
+        monitor.step()
+    (record,) = _records(tmp_path)
+    assert float(scores.detach().double().diagonal().mean()) != pytest.approx(seen, rel=1e-2)
+    assert record["margin_positive_score"] == pytest.approx(seen, rel=1e-6)
+
+
+def test_a_memory_bank_enqueued_before_step_is_read_as_the_loss_saw_it(tmp_path):
+    torch.manual_seed(2)
+    queries = torch.nn.functional.normalize(torch.randn(4, 8), dim=1).requires_grad_(True)
+    start = torch.nn.functional.normalize(torch.randn(10, 8), dim=1)
+    arriving = torch.nn.functional.normalize(torch.randn(4, 8), dim=1)
+    positives = torch.zeros(4, 10, dtype=torch.bool)
+    positives[torch.arange(4), torch.arange(4)] = True
+    logged = {}
+    for copy in (False, True):
+        folder = tmp_path / str(copy)
+        with gradlab.Monitor(folder, preset="default", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            bank = start.clone()  # no gradient: a buffer
+            candidates = bank.clone() if copy else bank
+            loss_fn(queries, candidates=candidates, positives=positives).backward()
+            bank[:4] = arriving  # enqueued before the step
+            monitor.step()
+        logged[copy] = _records(folder)[0]
+    keys = [key for key in logged[True] if key.startswith(("geometry_", "margin_", "p_"))]
+    assert keys  # the candidates' values reach these
+    assert {key: logged[False][key] for key in keys} == {key: logged[True][key] for key in keys}
+
+
+def test_a_tensor_changed_in_place_that_the_monitor_did_not_copy_is_warned_about(tmp_path):
+    # a model's output (not a leaf) is read without a copy; changed in place before the step,
+    # the record would describe other values than the loss's: said, once, at the step
+    torch.manual_seed(3)
+    model = torch.nn.Linear(6, 6)
+    inputs, labels = torch.randn(12, 6), torch.arange(4).repeat_interleave(3)
+    with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor, \
+            pytest.warns(RuntimeWarning) as caught:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(2):
+            embeddings = model(inputs)
+            loss_fn(embeddings, labels).backward()
+            with torch.no_grad():
+                embeddings.mul_(2.0)
+            monitor.step()
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        "gradlab.Monitor: step 0: the embeddings of the watched call were changed in place "
+        "before monitor.step() read them; the record describes the changed values, not those "
+        "the loss saw. Change a copy, or call monitor.step() before changing them", __file__)]
+
+
+def _one_step(log_dir, display: str | None):
+    torch.manual_seed(0)
+    embeddings = torch.randn(12, 6, requires_grad=True)
+    labels = torch.arange(4).repeat_interleave(3)
+    with gradlab.Monitor(log_dir, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss = loss_fn(embeddings, labels)
+        if display == "with gradients":
+            loss_fn(embeddings, labels).item()  # shown in a progress bar, never backpropagated
+        elif display == "under no_grad":
+            with torch.no_grad():
+                loss_fn(embeddings, labels).item()
+        loss.backward()
+        monitor.step()
+    return _records(log_dir)[0]
+
+
+def test_a_second_call_never_backpropagated_logs_no_gradient_it_did_not_get(tmp_path):
+    # backward reached the embeddings from the first call's loss: the second call's own dL/dS
+    # never existed, and was logged as zeros ("no query gets gradient")
+    alone = _one_step(tmp_path / "alone", None)
+    with pytest.warns(RuntimeWarning) as caught:
+        shown = _one_step(tmp_path / "shown", "with gradients")
+    # what reads a gradient of the loss: dL/dS (the anatomy) or dL/d embeddings
+    gradient_keys = [key for key in alone if key.startswith(
+        ("anatomy_", "gradient_agreement_", "embedding_grad_norm"))]
+    assert gradient_keys and not set(gradient_keys) & set(shown)
+    assert {key: shown[key] for key in shown if key != "step"} == {
+        key: alone[key] for key in alone if key not in gradient_keys and key != "step"}
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: backward reached the watched call's inputs but not its loss: "
+        "the step's last watched call was not backpropagated (a second call for display, such "
+        "as loss_fn(...).item(): make it under torch.no_grad()), so "
+        "embedding_grad_norm, gradient_agreement, anatomy logged nothing for it (later such "
+        "steps are not warned about)"]
+
+
+def test_a_display_call_under_no_grad_changes_no_value(tmp_path):
+    alone = _one_step(tmp_path / "alone", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shown = _one_step(tmp_path / "shown", "under no_grad")
+    assert shown == alone
