@@ -201,6 +201,7 @@ class Monitor:
         self.not_finite: dict[str, int] = {}
         self._inputs_not_finite_warned = False  # a loss value's own warning does not count
         self.calls = 0  # watched calls (and attached forwards) seen
+        self._raised_calls = 0  # of them, those that raised (their error said what went wrong)
         # torch.distributed: logged steps skipped on every rank (a rank had no batch), and why
         # the ranks fell out of step (then nothing more is logged)
         self.skipped_steps = 0
@@ -365,7 +366,8 @@ class Monitor:
                               records[-1] if records else None, due=due, wanted=wanted)
                 return loss
             except Exception:  # a schedule, the loss or strict=True raised: its error says
-                if self._never_stepped is not None and not self._stepped:  # what failed
+                self._raised_calls += 1  # what failed
+                if self._never_stepped is not None and not self._stepped:
                     self._disarm_never_stepped_warning()
                 raise
 
@@ -1187,9 +1189,10 @@ class Monitor:
             return
         if self._never_stepped is not None:  # close() says it itself
             self._disarm_never_stepped_warning()
-        if self.calls and not self._stepped and not raised:  # an error says what went wrong
+        completed = self.calls - self._raised_calls  # a call that raised: its error said why
+        if completed > 0 and not self._stepped and not raised:  # an error says what went wrong
             warnings.warn(
-                f"gradlab.Monitor: {self.calls} watched call(s) but monitor.step() was never "
+                f"gradlab.Monitor: {completed} watched call(s) but monitor.step() was never "
                 f"called, so nothing was logged in {str(self.log_dir)!r}; call monitor.step() "
                 "after each optimizer step",
                 RuntimeWarning,

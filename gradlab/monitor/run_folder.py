@@ -96,6 +96,10 @@ class RunFolder:
         self._token: str | None = None
         self._unclaim: weakref.finalize | None = None
         self._names = _sink_names(self.sinks)
+        # a Monitor collected without close(): its files are closed, not left to the collector
+        # (a ResourceWarning each); nothing else of a sink is done then (W&B's run stays open)
+        self._handles: list = []  # the files this run's sinks opened
+        weakref.finalize(self, _close_files, self._handles)
         self.dropped_records: dict[str, int] = dict.fromkeys(self._names, 0)
         self._missed: list[list[int]] = [[] for _ in self.sinks]  # dropped, not yet noted
         self._wrote: set[int] = set()  # the sinks that took a record of this run
@@ -324,6 +328,7 @@ class RunFolder:
                     faults.append((self._names[index], self._where(sink), error))
         finally:
             self._opened.clear()
+            self._handles.clear()
             self._header = None
             self.release()
         self._report(faults, "the end of the run")
@@ -353,6 +358,9 @@ class RunFolder:
         sink = self.sinks[index]
         try:
             sink.open(self.path, self._header)
+            handle = getattr(sink, "handle", None)  # a file sink's (a sink object may serve
+            if hasattr(handle, "close"):  # another run later: its handle then is not ours)
+                self._handles.append(handle)
         except Exception:
             # what the failed open left (a file handle, a writer) is given back; the open's
             # error is the one reported
@@ -465,6 +473,13 @@ class RunFolder:
             token, self._token = self._token, None
             self._unclaim.detach()
             lock.release(self.path, token)
+
+
+def _close_files(handles: list) -> None:
+    """Close the files a run's sinks opened (their records are written whole already)."""
+    for handle in handles:
+        with contextlib.suppress(Exception):
+            handle.close()
 
 
 def _noted(record: dict, missed: list[int]) -> dict:

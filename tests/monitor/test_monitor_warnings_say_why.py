@@ -278,3 +278,30 @@ def test_the_nothing_logged_warning_points_at_the_close(tmp_path):
             monitor.step()
     assert _runtime_warnings(caught)[-1].startswith("gradlab.Monitor: nothing was logged in")
     assert caught[-1].filename == __file__  # the with block's close
+
+
+def test_close_after_a_call_that_raised_does_not_blame_a_missing_step(tmp_path):
+    # the schedule's error said what went wrong; close() then said "monitor.step() was never
+    # called", hiding it. A later call that completes without a step is still warned about.
+    flags = iter([torch.tensor(True), True])  # a tensor is no answer of a schedule
+    monitor = gradlab.Monitor(tmp_path, quantities=[Loss(lambda step: next(flags))])
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    with pytest.raises(gradlab.GradlabError):
+        loss_fn(_embeddings(0), LABELS)
+    loss_fn(_embeddings(1), LABELS).backward()
+    with pytest.warns(RuntimeWarning) as caught:
+        monitor.close()
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: 1 watched call(s) but monitor.step() was never called, so nothing "
+        f"was logged in {str(tmp_path)!r}; call monitor.step() after each optimizer step"]
+
+
+def test_close_after_only_calls_that_raised_warns_nothing(tmp_path):
+    monitor = gradlab.Monitor(tmp_path, quantities=[Loss(lambda step: torch.tensor(True))])
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    for seed in range(2):
+        with pytest.raises(gradlab.GradlabError):
+            loss_fn(_embeddings(seed), LABELS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monitor.close()

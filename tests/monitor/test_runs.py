@@ -627,3 +627,36 @@ def test_a_run_logged_to_csv_alone_resumes_after_its_last_row_with_other_sinks(t
     headers, records = read_jsonl(tmp_path)
     assert headers[-1]["resumed"] == {"from_step": 3, "files": ["metrics.csv"]}
     assert [record["step"] for record in records] == [3, 4]
+
+
+def test_a_monitor_collected_without_close_leaves_no_file_open(tmp_path):
+    # its metrics.jsonl was left to the collector: a ResourceWarning "unclosed file"
+    import gc
+
+    def run():
+        monitor = Monitor(tmp_path / "run", preset="cheap", every=1, sinks=["jsonl", "csv"])
+        train(monitor, steps=2)  # stepped, never closed
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []
+    assert _steps(tmp_path / "run") == [0, 1]
+
+
+def test_a_sink_object_serving_a_second_run_keeps_its_file_when_the_first_is_collected(
+        tmp_path):
+    import gc
+
+    from gradlab.monitor import JSONLSink
+
+    sink = JSONLSink()
+    first = Monitor(tmp_path / "first", preset="cheap", every=1, sinks=[sink])
+    train(first, steps=1)
+    first.close()
+    with Monitor(tmp_path / "second", preset="cheap", every=1, sinks=[sink]) as second:
+        del first
+        gc.collect()
+        train(second, steps=2)
+    assert _steps(tmp_path / "second") == [0, 1]
