@@ -487,6 +487,10 @@ def check_non_negative_finite(name: str, value: object) -> float:
     return number
 
 
+INT64_MAX = 2**63 - 1
+"""The largest count or index torch holds (int64)."""
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is a positive integer (bools are refused).
 
@@ -498,6 +502,9 @@ def check_positive_int(name: str, value: object) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise GradlabError(f"{name} must be a positive integer; got {value!r}")
+    if value > INT64_MAX:  # torch counts and indexes in int64: larger overflow inside
+        raise GradlabError(f"{name} must be a positive integer of at most 2**63 - 1 (torch's "
+                           f"int64); got {value!r}")  # fmt: skip
     return int(value)  # a NumPy integer (read from a config) as a Python int
 
 

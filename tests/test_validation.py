@@ -128,6 +128,14 @@ def test_a_positive_int_starts_at_1_and_refuses_text():
             f"n must be a positive integer; got {value!r}")
 
 
+def test_a_positive_int_beyond_int64_is_refused_before_torch_overflows():
+    # suspect_summary(k=2**63) raised "Overflow when unpacking long long" from inside
+    largest = torch.iinfo(torch.int64).max
+    assert check_positive_int("k", largest) == largest
+    assert _refusal(lambda: check_positive_int("k", largest + 1)) == (
+        f"k must be a positive integer of at most 2**63 - 1 (torch's int64); got {largest + 1}")
+
+
 @pytest.mark.parametrize(("value", "ndims", "kind", "message"), [
     ([1.0], (1,), "any", "x must be a torch.Tensor; got list"),
     (torch.zeros(1, 1, 1), (1, 2), "any", "x must be 1-D or 2-D; got shape (1, 1, 1)"),

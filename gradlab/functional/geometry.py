@@ -369,6 +369,7 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
+        check_same_device(embeddings=embeddings, gram=gram)
         _check_cosines("gram", gram)
     _, _, kernel, largest = _block_sums(gram, None, 2.0, t)
     return _log_mean(kernel, largest, size)
@@ -563,7 +564,8 @@ def normalized_std(
         A 0-d float64 tensor.
 
     Raises:
-        GradlabError: a bad tensor, an empty batch, or ``norms`` of the wrong shape or dtype.
+        GradlabError: a bad tensor, an empty batch, or ``norms`` of the wrong shape, dtype or
+            device, or not finite and at least 0.
 
     Example:
         >>> float(normalized_std(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])))  # std 1 and 0: mean 1/2
@@ -575,6 +577,11 @@ def normalized_std(
         check_shape("norms", norms, embeddings.shape[:1], "one norm per row")
         if norms.dtype != torch.float64:
             raise GradlabError(f"norms must be float64; got {norms.dtype}")
+        check_same_device(embeddings=embeddings, norms=norms)
+        _check_finite("norms", norms)
+        if norms.device.type != "meta" and value_checks_enabled() and bool((norms < 0).any()):
+            raise GradlabError(f"norms must be the rows' L2 norms, at least 0; got "
+                               f"{number_text(norms.min())}")  # fmt: skip
     return _normalized_std(embeddings.to(torch.float64), norms)
 
 
@@ -747,6 +754,10 @@ def in_batch_margins(
         check_tensor("negated_sorted", negated_sorted, ndims=(2,), kind="float")
         check_shape("negated_sorted", negated_sorted, scores.shape, "each row of -scores sorted")
         check_same_device(scores=scores, negated_sorted=negated_sorted)
+    # the searches want contiguous rows (a transposed matrix: torch warns, and copies anyway)
+    negated_sorted = negated_sorted.contiguous()
+    if values.shape[0] == 0:  # no query: nothing to reduce over (as query_margins)
+        return QueryMargins(*(values.new_empty(0, dtype=torch.float64) for _ in range(6)))
     return _in_batch_margins(values, positives, negated_sorted)
 
 

@@ -209,21 +209,25 @@ def _check_counts(**counts: object) -> None:
 
 
 def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> None:
-    """Refuse NaN, ``a < 0`` or ``count < 0`` anywhere, named as the rate's caller passed them,
-    in one read: the rate's gap would otherwise refuse ``a > a + count`` (or a NaN) naming
-    ``b``, an argument the caller never gave."""
+    """Refuse NaN, ``a < 0``, ``count < 0`` or an infinite count anywhere, named as the rate's
+    caller passed them, in one read: the rate's gap would otherwise refuse ``a > a + count``
+    (or a NaN) naming ``b``, an argument the caller never gave."""
     if not (a.numel() and count.numel()) or not value_checks_enabled():
         return
     flags = torch.stack([a.isnan().any(), count.isnan().any(), (a < 0).any(),
-                         (count < 0).any()]).tolist()  # fmt: skip
+                         (count < 0).any(), a.isinf().any(), count.isinf().any()]).tolist()
     named = (("a", a), ("count", count))
     for (name, value), has_nan in zip(named, flags[:2], strict=True):
         if has_nan:
             raise GradlabError(_nan_message(name, function, value))
-    for (name, value), negative in zip(named, flags[2:], strict=True):
+    for (name, value), negative in zip(named, flags[2:4], strict=True):
         if negative:
             raise GradlabError(f"{name} must be a count, at least 0, for {function}; got "
                                f"{number_text(value.min())}")  # fmt: skip
+    for (name, value), endless in zip(named, flags[4:], strict=True):
+        if endless:  # a bin past every count, or an endless one: the rate has no value here
+            raise GradlabError(f"{name} must be a finite count for {function}; got inf in "
+                               f"{int(value.isinf().sum())} of {value.numel()} entries")
 
 
 def _nan_message(name: str, function: str, count: torch.Tensor) -> str:
@@ -364,6 +368,8 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
 
     At ``count -> 0`` (an empty bin) it tends to the stand-in's derivative at ``a``; using that
     limit keeps the relaxed AP differentiable at empty bins with the correct first-order change.
+    ``a`` and ``count`` must be finite counts, at least 0 (a ``GradlabError`` names the one
+    that is not).
 
     Example:
         >>> harmonic_rate(torch.tensor([3.0, 3.0]), torch.tensor([0.0, 1.0]), "exact")

@@ -288,7 +288,8 @@ def expected_operating_region_proportion(
     For ``i != j``, ``D_ij ~ N(0, 2 spread^2)``, so ``Pr(|D_ij| < w) = erf(w / (2 spread))``.
     With the diagonal (Eq. 1 of Brown et al. 2020) and ``C`` candidates,
     ``E[P] = 1/C + (1 - 1/C) erf(w / (2 spread))``; without it, or with ``num_candidates=None``
-    (the large-batch limit), ``E[P] = erf(w / (2 spread))``.
+    (the large-batch limit), ``E[P] = erf(w / (2 spread))``. One candidate without the
+    diagonal has no pair to count: NaN, as :func:`operating_region_proportion` measures it.
 
     Example:
         >>> round(expected_operating_region_proportion(spread=0.1), 4)
@@ -300,6 +301,8 @@ def expected_operating_region_proportion(
         num_candidates = check_positive_int("num_candidates", num_candidates)
     width = operating_region_width(tau, eps)
     off_diagonal = math.erf(width / (2.0 * spread))
+    if num_candidates == 1 and not include_diagonal:  # no pair j != i: P is 0 / 0
+        return math.nan
     if num_candidates is None or not include_diagonal:
         return off_diagonal
     diagonal_share = (1.0 if width > 0 else 0.0) / num_candidates

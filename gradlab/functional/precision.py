@@ -114,12 +114,12 @@ def gradient_overflow_message(dtype: torch.dtype, reach: str, remedy: str) -> st
     Example:
         >>> print(gradient_overflow_message(torch.float16, "it can reach 1e+05", "pass float32"))
         ... # doctest: +NORMALIZE_WHITESPACE
-        scores (the cosine scores of the embeddings, for a loss called on them) must keep the
+        scores (of a loss called on embeddings: their cosine scores) must keep the
         gradient within torch.float16's largest value 65504 (dL/dS is computed in float32 and
         returned in the scores' dtype); it can reach 1e+05; pass float32
     """
     return (
-        f"scores (the cosine scores of the embeddings, for a loss called on them) must keep "
+        f"scores (of a loss called on embeddings: their cosine scores) must keep "
         f"the gradient within {dtype}'s largest value "
         f"{torch.finfo(dtype).max:.6g} (dL/dS is computed in float32 and returned in the "
         f"scores' dtype); {reach}; {remedy}"

@@ -42,7 +42,12 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.harmonic import check_harmonic_method, discount_rate, harmonic_rate
+from gradlab.functional.harmonic import (
+    DISCOUNT_LARGEST_COUNT,
+    check_harmonic_method,
+    discount_rate,
+    harmonic_rate,
+)
 from gradlab.validation import (
     check_positive_int,
     check_real_device,
@@ -333,7 +338,8 @@ def relaxed_tie_aware_dcg(
     ``level_gains`` ``[V]`` holds ``G(v)`` of each affinity level. ``method="log"`` is the
     printed logarithmic integral (finite at the first bin), ``"midpoint"`` shifts it by 1/2,
     ``"exact"`` equals tie-aware DCG at integer counts. ``level_counts`` must be finite and
-    ``>= 0``, ``level_gains`` finite (one host read for both value checks).
+    ``>= 0``, at most 1e7 items per query, ``level_gains`` finite (one host read for the value
+    checks).
 
     Example:
         >>> counts = torch.tensor([[[1.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
@@ -355,6 +361,10 @@ def relaxed_tie_aware_dcg(
         ((level_counts.detach() < 0).any(),
          lambda: "level_counts must be >= 0; got "
          + _first_bad("level_counts", level_counts, level_counts.detach() < 0)),
+        ((level_counts.detach().sum(dim=(1, 2)) > DISCOUNT_LARGEST_COUNT).any(),
+         lambda: f"level_counts must hold at most {DISCOUNT_LARGEST_COUNT:g} items per query "
+         "(the discount stand-ins are defined up to that many); got "
+         f"{number_text(level_counts.detach().sum(dim=(1, 2)).max())}"),
     )
     counts = level_counts.sum(dim=2)
     before = counts.cumsum(dim=1) - counts
@@ -382,8 +392,38 @@ def minibatch_objective_terms(
         >>> tuple(counts.shape), objective.shape
         ((4, 3, 2), torch.Size([4]))
     """
+    level_gains = _check_minibatch(codes, labels, objective, method, level_gains)
     batch = _minibatch_histograms(codes, labels, objective)
     return batch.counts, counts_objective(batch.counts, objective, method, level_gains, batch)
+
+
+def _check_minibatch(
+    codes: object, labels: object, objective: object, method: object, level_gains: object
+) -> torch.Tensor | None:
+    """Every argument of the minibatch functions, before any histogram is built; returns the
+    gains the DCG uses (``[0, 1]`` when none are given)."""
+    check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
+    check_tensor("labels", labels, ndims=(1,), kind="integer")
+    check_shape("labels", labels, codes.shape[:1], "one label per code")
+    check_same_device(codes=codes, labels=labels)
+    if objective not in ("ap", "dcg"):
+        raise GradlabError(f"objective must be 'ap' or 'dcg'; got {objective!r}")
+    check_harmonic_method(method)
+    if level_gains is None:
+        return None
+    if objective == "ap":
+        raise GradlabError(
+            "level_gains are the gains of objective='dcg'; objective='ap' has binary relevance "
+            f"and no gains, so pass none; got {type(level_gains).__name__}"
+        )
+    check_tensor("level_gains", level_gains, ndims=(1,), kind="float", finite=True)
+    if level_gains.shape[0] != 2:
+        raise GradlabError(
+            "level_gains must have one gain per affinity level (2: a different label, the "
+            f"same label); got {level_gains.shape[0]}"
+        )
+    check_same_device(codes=codes, level_gains=level_gains)
+    return level_gains
 
 
 class _MinibatchHistograms(NamedTuple):
@@ -450,7 +490,7 @@ def minibatch_gradient_matrix_form(
         >>> minibatch_gradient_matrix_form(codes, torch.tensor([0, 0, 1, 1, 2, 2])).shape
         torch.Size([6, 4])
     """
-    check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
+    level_gains = _check_minibatch(codes, labels, objective, method, level_gains)
     size, bits = codes.shape
     batch = _minibatch_histograms(codes.detach(), labels, objective)
     with torch.enable_grad():

@@ -283,7 +283,8 @@ def _relevant_counts(
 ) -> torch.Tensor:
     """R per query: candidates sharing its label, the query itself not counted."""
     values, counts = torch.unique(pool_labels, return_counts=True)
-    position = torch.searchsorted(values, labels).clamp(max=values.numel() - 1)
+    # a contiguous search (a strided view of labels: torch warns, and copies anyway)
+    position = torch.searchsorted(values, labels.contiguous()).clamp(max=values.numel() - 1)
     relevant = torch.where(values[position] == labels, counts[position], 0)
     return relevant - int(same_source)
 

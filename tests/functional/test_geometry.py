@@ -736,3 +736,30 @@ def test_a_zero_row_counts_at_squared_distance_2_from_every_row_as_documented():
     spread = sum(math.sqrt(sum(float(u[k] - mean[k]) ** 2 for u in unit) / 5) for k in range(3))
     assert float(normalized_std(embeddings)) == pytest.approx(spread / 3 * math.sqrt(3),
                                                               rel=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize(("norms", "message"), [
+    ([1.0, math.nan, 1.0], "norms must be finite; got NaN in entry 1 (1 entry of 3)"),
+    ([1.0, -1.0, 1.0], "norms must be the rows' L2 norms, at least 0; got -1"),
+])  # fmt: skip
+def test_given_norms_that_are_no_norms_are_refused(norms, message):
+    # a NaN norm gave a NaN std, a norm of -1 an infinite one, without a word
+    points = torch.randn(3, 4, generator=torch.Generator().manual_seed(3))
+    with pytest.raises(GradlabError) as raised:
+        geometry.normalized_std(points, norms=torch.tensor(norms, dtype=torch.float64))
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("function", ["normalized_std", "uniformity"])
+def test_a_precomputed_argument_on_another_device_is_refused(function):
+    points = torch.randn(3, 4, generator=torch.Generator().manual_seed(4))
+    if function == "normalized_std":
+        call, name = (lambda: geometry.normalized_std(
+            points, norms=torch.ones(3, dtype=torch.float64, device="meta"))), "norms"
+    else:
+        call, name = (lambda: geometry.uniformity(points, gram=torch.eye(3, device="meta"))), \
+            "gram"
+    with pytest.raises(GradlabError) as raised:
+        call()
+    assert str(raised.value) == (
+        f"tensors must be on one device; got embeddings on cpu, {name} on meta")

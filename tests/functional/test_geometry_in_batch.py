@@ -5,6 +5,7 @@ positive or a negative, and a query whose own score is not its row's largest."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -334,3 +335,24 @@ def test_the_cosine_measures_of_a_meta_matrix_are_meta_values():
                *geometry.in_batch_alignment_uniformity(scores, positives)]  # fmt: skip
     assert [(r.device.type, r.shape, r.dtype) for r in results] == [
         ("meta", torch.Size([]), torch.float64)] * 4
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_in_batch_margins_of_an_empty_or_one_item_batch_are_those_of_the_general_form(size):
+    # a 0 x 0 matrix raised torch's "amin(): Expected reduction dim 1 to have non-zero size"
+    scores, positives = torch.zeros(size, size), torch.zeros(size, size, dtype=torch.bool)
+    candidates = ~torch.eye(size, dtype=torch.bool)
+    general = geometry.query_margins(scores, positives, candidate_mask=candidates)
+    fast = geometry.in_batch_margins(scores, positives)
+    for name, a, b in zip(general._fields, fast, general, strict=True):
+        assert a.shape == (size,) and a.dtype == b.dtype and _same(a, b), name
+
+
+def test_in_batch_margins_of_a_transposed_matrix_warn_nothing():
+    # torch's searchsorted warned about a non-contiguous boundary tensor, at the user's call
+    scores, positives = _batch(5, ties=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = geometry.in_batch_margins(scores.t(), positives.t())
+    expected = geometry.in_batch_margins(scores.t().contiguous(), positives.t().contiguous())
+    assert all(_same(a, b) for a, b in zip(got, expected, strict=True))

@@ -25,8 +25,8 @@ LOSSES = {
     "sigmoid_pair": lambda s: F.sigmoid_pair_loss(s, EYE, scale=10.0, bias=-10.0),
 }
 
-OVERFLOW = ("scores (the cosine scores of the embeddings, for a loss called on them) must keep "
-            "the gradient within ")
+OVERFLOW = ("scores (of a loss called on embeddings: their cosine scores) must keep the "
+            "gradient within ")
 """How a refusal of a half-precision gradient that could overflow begins."""
 
 

@@ -389,3 +389,16 @@ def test_a_refused_count_is_shown_with_every_digit_that_sets_it_apart(call, mess
     with pytest.raises(GradlabError) as raised:
         call()
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+@pytest.mark.parametrize("name", ["a", "count"])
+def test_an_infinite_count_of_harmonic_rate_is_refused_by_name(method, name):
+    # count = inf came back NaN for every method; a = inf was refused naming harmonic_gap and
+    # a "b" the caller never passed
+    values = {"a": torch.tensor([1.0, 2.0]), "count": torch.tensor([3.0, 4.0])}
+    values[name][1] = INF
+    with pytest.raises(GradlabError) as raised:
+        harmonic_rate(values["a"], values["count"], method)
+    assert str(raised.value) == (
+        f"{name} must be a finite count for harmonic_rate; got inf in 1 of 2 entries")

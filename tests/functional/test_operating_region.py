@@ -281,7 +281,9 @@ def test_gaussian_expectation_is_the_erf_formula(
     # (D = 0, inside any non-empty region) adds 1/C of the entries when counted.
     width = _reference_width(tau, eps)
     off_diagonal = float(mpmath.erf(width / (2 * spread)))
-    if num_candidates is None or not include_diagonal:
+    if num_candidates == 1 and not include_diagonal:
+        expected = math.nan  # no pair j != i to count
+    elif num_candidates is None or not include_diagonal:
         expected = off_diagonal
     else:
         inside = 1.0 if width > 0 else 0.0
@@ -289,7 +291,7 @@ def test_gaussian_expectation_is_the_erf_formula(
     got = expected_operating_region_proportion(
         spread, tau, eps, num_candidates=num_candidates, include_diagonal=include_diagonal
     )
-    assert got == pytest.approx(expected, abs=1e-12)
+    assert got == pytest.approx(expected, abs=1e-12, nan_ok=True)
 
 
 def test_gaussian_expectation_defaults_are_the_seeds_and_the_large_batch_limit():
@@ -634,3 +636,13 @@ def test_one_mask_of_candidates_is_shared_by_every_query(pairs):
     for q in range(3):
         alone = operating_region_proportion(scores[q], pairs=pairs, positives=shared)
         assert got[q].item() == alone.item()
+
+
+def test_the_expected_p_of_one_candidate_without_the_diagonal_is_undefined_as_measured():
+    # no pair j != i to count: the measured P is 0 / 0; the expectation returned erf(...)
+    measured = operating_region_proportion(torch.tensor([[0.3]]), include_diagonal=False)
+    assert math.isnan(float(measured))
+    assert math.isnan(expected_operating_region_proportion(
+        0.1, num_candidates=1, include_diagonal=False))
+    two = expected_operating_region_proportion(0.1, num_candidates=2, include_diagonal=False)
+    assert two == pytest.approx(math.erf(operating_region_width(0.01, 0.005) / 0.2))

@@ -529,6 +529,9 @@ ONE_BY_TWO = torch.ones(1, 2)
          "level_counts must be finite; got (NaN|inf) in .*$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2), torch.tensor([1.0, math.inf])),
          "level_gains must be finite; got (NaN|inf) in .*$"),
+        (lambda: relaxed_tie_aware_dcg(torch.tensor([[[1e7, 1.0], [0.0, 1e7]]]), torch.ones(2)),
+         r"level_counts must hold at most 1e\+07 items per query \(the discount stand-ins are "
+         r"defined up to that many\); got 2e\+07$"),  # named discount_rate's "a + count"
     ],
 )  # fmt: skip
 def test_count_checks_give_the_whole_message(call, message):
@@ -644,3 +647,46 @@ def test_the_nan_check_reads_no_meta_tensor_and_nothing_inside_skip_value_checks
     with skip_value_checks():  # no value read: a NaN passes as NaN weights
         weights = triangular_kernel(torch.tensor([math.nan]), 2)
     assert all(math.isnan(value) for value in weights.flatten().tolist())
+
+
+_CODES = torch.tanh(torch.linspace(-2.0, 2.0, 12).reshape(4, 3))
+_LABELS = torch.tensor([0, 0, 1, 1])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"codes": _CODES.tolist()}, "codes must be a torch.Tensor; got list"),
+    ({"codes": _CODES[0]}, "codes must be 2-D; got shape (3,)"),
+    ({"labels": _LABELS.to("meta")}, "tensors must be on one device; got codes on cpu, labels "
+                                     "on meta"),
+    ({"objective": "dcg", "level_gains": [0.0, 1.0]}, "level_gains must be a torch.Tensor; "
+                                                      "got list"),
+    ({"level_gains": torch.tensor([0.0, math.nan])},
+     "level_gains are the gains of objective='dcg'; objective='ap' has binary relevance and no "
+     "gains, so pass none; got Tensor"),
+    ({"objective": "dcg", "level_gains": torch.tensor([0.0, 1.0, 2.0])},
+     "level_gains must have one gain per affinity level (2: a different label, the same "
+     "label); got 3"),
+    ({"objective": "dcg", "level_gains": torch.tensor([0.0, math.nan])},
+     "level_gains must be finite; got NaN in entry 1 (1 entry of 2)"),
+])  # fmt: skip
+@pytest.mark.parametrize("function", [minibatch_objective_terms, minibatch_gradient_matrix_form])
+def test_the_minibatch_arguments_are_checked_by_name_before_any_work(function, change, message):
+    # codes met labels' shape check unchecked (a list: an AttributeError; 1-D: labels blamed),
+    # meta labels were named "levels", list gains failed inside, gains of 'ap' were ignored
+    arguments = {"codes": _CODES, "labels": _LABELS, **change}
+    with pytest.raises(GradlabError) as raised:
+        function(**arguments)
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("function", [minibatch_objective_terms, minibatch_gradient_matrix_form])
+def test_a_bad_method_or_gain_is_refused_before_the_histograms_are_built(function, monkeypatch):
+    import gradlab.functional.relaxed_ranking as module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the histograms were built before the arguments were checked")
+
+    monkeypatch.setattr(module, "soft_histogram", never)
+    for change in ({"method": "bogus"}, {"objective": "dcg", "level_gains": torch.ones(3)}):
+        with pytest.raises(GradlabError):
+            function(_CODES, _LABELS, **change)

@@ -4,6 +4,7 @@ and to a float64 loop, chunked equal to dense, ties broken by index, bad input r
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -507,3 +508,15 @@ def test_the_single_metrics_pass_their_chunk_size_on(metric):
 def test_nearest_neighbours_names_a_bad_chunk_size():
     with pytest.raises(GradlabError, match=r"^chunk_size must be a positive integer; got 0$"):
         nearest_neighbours(torch.zeros(3, 2), 1, chunk_size=0)
+
+
+def test_strided_labels_warn_nothing_and_give_the_same_value():
+    # torch's searchsorted warned about a non-contiguous input at the user's call
+    generator = torch.Generator().manual_seed(11)
+    embeddings = torch.randn(8, 4, generator=generator)
+    labels = torch.arange(4).repeat(4)[::2]  # a strided view: 0 2 0 2 ...
+    assert not labels.is_contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = map_at_r(embeddings, labels)
+    assert got == map_at_r(embeddings, labels.contiguous())

@@ -396,3 +396,24 @@ def test_labels_on_another_device_than_the_scores_are_moved_to_the_scores():
                                       torch.zeros(3, 5, dtype=torch.bool, device="meta"),
                                       labels=(torch.arange(3), torch.arange(5)))  # fmt: skip
     assert flagged.is_meta and flagged.shape == (3, 5)
+
+
+def test_a_nan_score_among_a_query_s_negatives_makes_its_top_k_share_undefined():
+    # the suspect's own score NaN: its hardest negatives have no order; the share read 0.0
+    scores = torch.tensor([[0.9, math.nan, 0.5, 0.1], [0.9, 0.8, 0.5, 0.1]])
+    positives = torch.tensor([[True, False, False, False]] * 2)
+    suspects = torch.tensor([[False, True, False, False]] * 2)
+    grad = torch.tensor([[-1.0, 0.6, 0.2, 0.2]] * 2)
+    summary = suspect_summary(suspects, scores, positives, score_grad=grad, k=2)
+    assert math.isnan(summary.top_k_share)
+    assert summary.gradient_share == pytest.approx(0.6)  # read from dL/dS alone
+    kept = suspect_summary(suspects[1:], scores[1:], positives[1:], score_grad=grad[1:], k=2)
+    assert kept.top_k_share == pytest.approx(0.5)  # the finite row alone: 1 of its 2 hardest
+    # a NaN on a positive or outside the candidates orders no negative
+    positive_nan = scores[1:].clone()
+    positive_nan[0, 0] = math.nan
+    assert suspect_summary(suspects[1:], positive_nan, positives[1:], k=2).top_k_share == 0.5
+    grad_nan = grad.clone()
+    grad_nan[0, 2] = math.nan
+    assert math.isnan(suspect_summary(suspects, scores, positives, score_grad=grad_nan,
+                                      k=2).gradient_share)  # fmt: skip
