@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, argument_parser
+from common import argument_parser, results_folder
 
 from gradlab.models import SmallConvNet
 
@@ -99,7 +99,10 @@ def main() -> None:
         "step_seconds_median": medians,
         "ratio_economy_every_step": medians["cockpit_economy_every_step"] / medians["baseline"],
     }
-    path = RESULTS / "monitor.json"
+    result["quick"] = arguments.quick
+    folder = results_folder(arguments.quick)  # a quick run never replaces the committed JSON
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "monitor.json"
     payload = json.loads(path.read_text()) if path.exists() else {}
     payload["cockpit"] = result
     path.write_text(json.dumps(payload, indent=2))

@@ -8,7 +8,9 @@ cannot be written, ``ru_maxrss`` is used, whose baseline is then the peak so far
 under an address-space cap (``--cap-gib``, 6 GiB by default) so that a regression cannot take a
 shared machine down: a case that hits the cap is recorded as failed, not as a number.
 
-Usage: python benchmarks/bench_memory.py [--sizes 1024 2048] [--cap-gib 6] [--out PATH]
+``--quick`` measures B = 256 alone and writes ``benchmarks/results/quick/memory.json``.
+
+Usage: python benchmarks/bench_memory.py [--quick] [--sizes 1024 2048] [--cap-gib 6] [--out PATH]
        python benchmarks/bench_memory.py --case BATCH LAYOUT   (one measurement, JSON on stdout)
 """
 
@@ -114,13 +116,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument("--case", nargs=2, metavar=("BATCH", "LAYOUT"))
-    parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 2048])
+    parser.add_argument("--quick", action="store_true",
+                        help="B = 256 alone, written under benchmarks/results/quick/")
+    parser.add_argument("--sizes", nargs="+", type=int, default=None,
+                        help="batch sizes (default 1024 2048; 256 with --quick)")
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
-    parser.add_argument("--cap-gib", type=float, default=6.0)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parent / "results" / "memory.json"
-    )
+    parser.add_argument("--cap-gib", type=float, default=6.0,
+                        help="address-space cap of each case, in GiB (default 6)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the JSON (default benchmarks/results/memory.json, or "
+                             "benchmarks/results/quick/memory.json with --quick)")
     args = parser.parse_args()
+    if args.sizes is None:
+        args.sizes = [256] if args.quick else [1024, 2048]
+    if args.out is None:
+        results = Path(__file__).resolve().parent / "results"
+        args.out = (results / "quick" if args.quick else results) / "memory.json"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
 
     def refuse(message: str) -> None:  # one line, exit code 2, before any work
         print(f"{parser.prog}: {message}", file=sys.stderr)
@@ -136,6 +148,9 @@ def main() -> None:
     small = [size for size in args.sizes if size < 1]
     if small:
         refuse(f"--sizes must be batch sizes of at least 1; got {small}")
+    if not 1.0 <= args.cap_gib < float("inf"):  # NaN too: a cap of 0 failed every case
+        refuse(f"--cap-gib must be a number of GiB of at least 1 (importing torch maps about "
+               f"0.75 GiB before a case runs); got {args.cap_gib:g}")
     from gradlab.errors import GradlabError
     from gradlab.paths import check_output_file
 
@@ -169,6 +184,7 @@ def main() -> None:
             "dtype": "float32",
             "tau": 0.01,
             "cap_gib": args.cap_gib,
+            "quick": args.quick,
             "limit_mib": LIMIT_MIB,
             "measure": "peak RSS (VmHWM) minus RSS after imports and inputs, fresh process",
         },

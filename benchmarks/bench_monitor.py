@@ -50,11 +50,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (
-    RESULTS,
     argument_parser,
     at_least_one,
     checked_device,
     machine_info,
+    results_folder,
     synchronize,
     write_results,
 )
@@ -478,7 +478,7 @@ def main() -> None:
         "results": results,
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
-    previous = RESULTS / f"monitor{suffix}.json"
+    previous = results_folder(quick) / f"monitor{suffix}.json"  # a quick run keeps quick's
     if previous.exists() and "cockpit" in json.loads(previous.read_text()):
         payload["cockpit"] = json.loads(previous.read_text())["cockpit"]  # bench_cockpit.py's
     print(f"wrote {write_results(f'monitor{suffix}.json', payload, quick)}")
