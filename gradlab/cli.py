@@ -662,17 +662,38 @@ REPORT_ENTRIES = frozenset({"results.json", "summary.md", "index.html", "audit.j
 report's ``results.json``, is a previous report, which a new one may replace."""
 
 
-def _is_report_results(path: Path) -> bool:
-    """Whether ``path`` is a ``results.json`` as ``gradlab report`` writes it: a JSON object
-    with its ``gradlab`` (version) and ``sections`` keys. A study's folder holds an
+REPORT_FIGURE_SUFFIXES = frozenset({".png", ".json"})
+"""What a report written before it listed its figures (``figure_files``) put in ``figures/``."""
+
+
+def _report_results(path: Path) -> dict | None:
+    """``path`` read as a ``results.json`` as ``gradlab report`` writes it (a JSON object with
+    its ``gradlab`` (version) and ``sections`` keys), or None. A study's folder holds an
     ``index.html`` and a ``summary.md`` too, but never this file."""
     import json
 
     try:
         results = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(results, dict) and "gradlab" in results and "sections" in results
+        return None
+    if isinstance(results, dict) and "gradlab" in results and "sections" in results:
+        return results
+    return None
+
+
+def _foreign_figures(figures: Path, results: dict) -> list[str]:
+    """The files in a report's ``figures/`` that the report did not write (its
+    ``figure_files``; from an older report, files that are no figure or figure data)."""
+    if not figures.is_dir():
+        return []
+    listed = results.get("figure_files")
+    found = [path for path in figures.rglob("*") if not path.is_dir()]
+    if isinstance(listed, list):
+        written = set(listed)
+        return sorted(f"figures/{path.relative_to(figures).as_posix()}" for path in found
+                      if path.relative_to(figures).as_posix() not in written)  # fmt: skip
+    return sorted(f"figures/{path.relative_to(figures).as_posix()}" for path in found
+                  if path.suffix not in REPORT_FIGURE_SUFFIXES)  # fmt: skip
 
 
 def check_report_folder(out: Path) -> Path:
@@ -688,12 +709,14 @@ def check_report_folder(out: Path) -> Path:
         out = out.resolve()
     if not out.is_dir() or not any(out.iterdir()):
         return out
-    if not _is_report_results(out / "results.json"):
+    results = _report_results(out / "results.json")
+    if results is None:
         raise GradlabError(
             f"--out: {str(out)!r} is not empty and not a gradlab report (no results.json "
             "written by gradlab report); choose a new or empty folder"
         )
     foreign = sorted(entry.name for entry in out.iterdir() if entry.name not in REPORT_ENTRIES)
+    foreign += _foreign_figures(out / "figures", results)
     if foreign:
         listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
                                            else "")  # fmt: skip

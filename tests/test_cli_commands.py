@@ -349,6 +349,41 @@ def test_a_previous_report_may_be_replaced_and_nothing_else(tmp_path):
     assert check_report_folder(tmp_path / "new") == tmp_path / "new"
 
 
+@pytest.mark.parametrize("listed", [False, True], ids=["older report", "figure_files"])
+def test_files_of_ones_own_inside_a_reports_figures_are_not_deleted(tmp_path, listed):
+    # only the folder's top level was checked: a file put into figures/ went with the report
+    out = tmp_path / "r"
+    (out / "figures" / "sub").mkdir(parents=True)
+    written = ["p.png", "p.json", "sub/q.png"]
+    for name in written:
+        (out / "figures" / name).write_text("x")
+    results = json.loads(REPORT_RESULTS)
+    if listed:
+        results["figure_files"] = written
+    (out / "results.json").write_text(json.dumps(results))
+    assert check_report_folder(out) == out
+    own = ["notes.txt", "sub/mine.md"] + (["mine.png"] if listed else [])
+    for name in own:
+        (out / "figures" / name).write_text("x")
+    with pytest.raises(GradlabError) as raised:
+        check_report_folder(out)
+    assert str(raised.value) == (
+        f"--out: {str(out)!r} holds files that are not a gradlab report's "
+        f"({', '.join(sorted('figures/' + name for name in own))}), which replacing it would "
+        "delete; choose a new or empty folder")
+
+
+def test_a_report_lists_the_figure_files_it_wrote(tmp_path, capsys):
+    out = tmp_path / "r"
+    code, _, _ = _run(["report", "--out", str(out), "--only", "audit", "--quick"], capsys)
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    on_disk = sorted(path.relative_to(out / "figures").as_posix()
+                     for path in (out / "figures").rglob("*") if path.is_file())  # fmt: skip
+    assert results["figure_files"] == on_disk
+    assert check_report_folder(out) == out  # a report may replace it
+
+
 @pytest.mark.parametrize("results", ["{}", '{"old": true}', "[1, 2]", "not json",
                                      '{"gradlab": "0.2.0"}', '{"sections": {}}'])
 def test_a_results_json_that_is_not_a_reports_does_not_mark_one(tmp_path, results):

@@ -167,6 +167,11 @@ def run_report(
         "this_process": round(time.process_time() - cpu_started_report, 1),
         "workers": round(_children_cpu() - children_started, 1),
     }
+    # what the report wrote into figures/: a later report replacing this folder deletes these
+    # and refuses to delete anything else there (gradlab.cli.check_report_folder)
+    figures = out / "figures"
+    results["figure_files"] = sorted(path.relative_to(figures).as_posix()
+                                     for path in figures.rglob("*") if path.is_file())
     write_json(out / "results.json", results)
     # Findings first: one sentence per section, each linked to its figure and section.
     text = "\n".join([*intro, findings_markdown(rendered, finders), "", *markdown])
