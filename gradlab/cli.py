@@ -875,14 +875,18 @@ def main(argv: list[str] | None = None) -> int:
             # folder is one line at once
             from gradlab.run_dirs import check_run_dirs, check_runs_and_labels, default_out
 
-            if len(arguments.run_dir) > 1 and not arguments.label:
-                # `gradlab plot runs/*` run again: the glob matches the figures it wrote
-                kept = [run for run in arguments.run_dir if not _figure_folder(run)]
-                for run in arguments.run_dir:
-                    if run not in kept:
-                        print(f"gradlab: left out {str(run)!r}: the figure folder an earlier "
-                              "gradlab plot wrote, not a run", file=sys.stderr)  # fmt: skip
-                arguments.run_dir = kept or arguments.run_dir
+            given = list(arguments.run_dir)
+            if len(given) > 1:
+                # `gradlab plot runs/*` run again: the glob matches the figures it wrote (left
+                # out unless the labels name it too); the default output stays the glob's
+                kept = [run for run in given if not _figure_folder(run)]
+                labels = arguments.label
+                if kept and len(kept) < len(given) and (not labels or len(labels) == len(kept)):
+                    for run in given:
+                        if run not in kept:
+                            print(f"gradlab: left out {str(run)!r}: the figure folder an "
+                                  "earlier gradlab plot wrote, not a run", file=sys.stderr)
+                    arguments.run_dir = kept
             # named as the command names them; plot_runs checks them again for library callers
             check_runs_and_labels(arguments.run_dir, arguments.label, runs_argument="RUN_DIR",
                                   labels_argument="--label")  # fmt: skip
@@ -899,8 +903,7 @@ def main(argv: list[str] | None = None) -> int:
             if arguments.out is not None:
                 out = check_output_folder(arguments.out, argument="--out")
             else:  # the default too, before reading, named as the default
-                out = check_output_folder(default_out(arguments.run_dir),
-                                          argument=DEFAULT_FIGURES)  # fmt: skip
+                out = check_output_folder(default_out(given), argument=DEFAULT_FIGURES)
             if arguments.out is not None:  # then the runs, named as on the command line
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             from gradlab.plotting.monitor import plot_runs

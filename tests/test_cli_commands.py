@@ -550,6 +550,31 @@ def test_plot_of_a_glob_leaves_out_the_figure_folder_it_wrote_before(tmp_path, c
     assert code == 2 and err.startswith("gradlab: RUN_DIR must hold a metrics.jsonl")
 
 
+def test_plot_of_a_glob_with_labels_or_one_run_left_leaves_out_its_figure_folder(tmp_path,
+                                                                                 capsys):
+    # with --label the figure folder was kept (a RUN_DIR without metrics.jsonl, and one label
+    # too few); with one run left beside it, the figures went to that run's own folder
+    from tests.helpers.training import train
+
+    for name in ("a", "b"):
+        with gradlab.Monitor(tmp_path / name, preset="cheap", every=1) as monitor:
+            train(monitor, steps=2)
+    figures = tmp_path / "figures"
+    left_out = (f"gradlab: left out {str(figures)!r}: the figure folder an earlier gradlab "
+                "plot wrote, not a run\n")
+    labels = ["--label", "A", "--label", "B"]
+    code, _, err = _run(["plot", str(tmp_path / "a"), str(tmp_path / "b"), *labels], capsys)
+    assert (code, err) == (0, "")
+    runs = [str(path) for path in sorted(tmp_path.iterdir())]  # a, b, figures: the glob
+    code, out, err = _run(["plot", *runs, *labels], capsys)
+    assert (code, err) == (0, left_out)
+    assert f"wrote {figures / 'overview.png'}" in out.splitlines()
+    code, out, err = _run(["plot", str(tmp_path / "a"), str(figures)], capsys)
+    assert (code, err) == (0, left_out)
+    assert f"wrote {figures / 'overview.png'}" in out.splitlines()  # where the glob's went
+    assert not (tmp_path / "a" / "figures").exists()
+
+
 @pytest.mark.slow
 def test_plot_writes_an_out_under_tilde_in_the_home_folder(tmp_path, capsys, monkeypatch):
     home, work = home_and_work(tmp_path, monkeypatch)
