@@ -90,9 +90,14 @@ def _in_use_message(log_dir: Path, owner: dict) -> str:
     """Why ``log_dir`` is refused, and the way out: a lock of this host names a live process;
     one of another host cannot be checked from here, so deleting it is left to the user."""
     if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
-        stale = ("That Monitor runs in this very process: close() it (or leave its with block) "
-                 "before another Monitor writes to this log_dir.")
-    elif owner.get("host") == socket.gethostname():
+        return (
+            f"log_dir {str(log_dir)!r} is in use by another Monitor of this very process "
+            f"(process {owner.get('pid')} on {owner.get('host')!r}, lock file {LOCK_NAME}); "
+            "runs never merge: close() that Monitor (or leave its with "
+            "block) first, then resume=True continues its run and overwrite=True replaces it; "
+            "or choose another log_dir"
+        )
+    if owner.get("host") == socket.gethostname():
         stale = (
             "A lock of a crashed process is stale and taken over; if no Monitor runs as process "
             f"{owner.get('pid')} (its number taken by another process since), delete "
