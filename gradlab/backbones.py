@@ -256,8 +256,26 @@ def _feature_size(backbone: nn.Module, image_size: int, spec: str) -> int:
     finally:
         backbone.train(was_training)
     if not isinstance(features, torch.Tensor) or features.dim() < 2:
-        raise GradlabError(f"backbone {spec!r} must return [B, F] features; got {features!r:.60}")
+        raise GradlabError(
+            f"backbone {spec!r} must return [B, F] features (one tensor); got "
+            f"{_described(features)}: wrap it in a module whose forward returns the pooled "
+            "features alone"
+        )
     return int(features[0].numel())
+
+
+def _described(value: object) -> str:
+    """What a backbone returned, in words: tensors by shape, containers by what they hold."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        held = ", ".join(_described(item) for item in value[:3])
+        more = f" and {len(value) - 3} more" if len(value) > 3 else ""
+        return f"a {type(value).__name__} of {len(value)}: {held}{more}"
+    if isinstance(value, dict):
+        keys = ", ".join(repr(key) for key in list(value)[:5])
+        return f"a dict with keys {keys}" + (" ..." if len(value) > 5 else "")
+    return f"a {type(value).__name__}"
 
 
 class _BasicBlock(nn.Module):

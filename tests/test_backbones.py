@@ -259,6 +259,36 @@ def test_a_failing_backbone_is_named_with_its_spec(monkeypatch):
         build_backbone("bad_nets:broken", image_size=4)
 
 
+class _TwoOutputs(nn.Module):
+    """A backbone returning its pooled features and its feature map (as many do)."""
+
+    def forward(self, images):
+        return images.mean(dim=(2, 3)), images
+
+
+class _Named(nn.Module):
+    def forward(self, images):
+        return {"pooled": images.mean(dim=(2, 3))}
+
+
+@pytest.mark.parametrize(("make", "got"), [
+    (_TwoOutputs, "a tuple of 2: a tensor of shape [1, 3], a tensor of shape [1, 3, 4, 4]"),
+    (_Named, "a dict with keys 'pooled'"),
+    (lambda: nn.Flatten(0), "a tensor of shape [48]"),
+])  # fmt: skip
+def test_a_backbone_returning_other_than_features_is_told_what_it_returned(monkeypatch, make,
+                                                                           got):
+    # a tuple was shown as its truncated repr, "(tensor([[0., 0., 0.]]), tensor([[[[0., 0."
+    nets = types.ModuleType("odd_nets")
+    nets.odd = make
+    monkeypatch.setitem(sys.modules, "odd_nets", nets)
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("odd_nets:odd", image_size=4)
+    assert str(raised.value) == (
+        f"backbone 'odd_nets:odd' must return [B, F] features (one tensor); got {got}: wrap it "
+        "in a module whose forward returns the pooled features alone")
+
+
 def _mlp_nets(monkeypatch):
     nets = types.ModuleType("mlp_nets")
     # keys 1.weight [4, 12], 1.bias [4], 2.weight [4, 4], 2.bias [4]; 3 x 2 x 2 = 12 inputs
