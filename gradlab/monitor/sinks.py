@@ -232,6 +232,18 @@ class JSONLSink(Sink):
             handle.close()
 
 
+def _records_text(steps: list[int]) -> str:
+    """How many records ``steps`` are, and their first and last step.
+
+    Example:
+        >>> _records_text([7]), _records_text([3, 4, 9])
+        ('1 record (step 7)', '3 records (steps 3 to 9)')
+    """
+    if len(steps) == 1:
+        return f"1 record (step {steps[0]})"
+    return f"{len(steps)} records (steps {steps[0]} to {steps[-1]})"
+
+
 def _json_line(record: dict) -> bytes:
     # A record's values are mostly finite floats: only the others go through encode_value.
     encoded = {key: value if type(value) is float and math.isfinite(value)
@@ -387,15 +399,19 @@ class CSVSink(Sink):
         self.handle = _open_append(path)
         resumed = header.get("resumed") if isinstance(header, dict) else None
         start = resumed.get("from_step") if isinstance(resumed, dict) else None
-        if existed:  # a new or empty file (a run logged without it) starts where the run does
+        if existed:
             self._resume_missing_steps(log_dir, start if _is_step(start) else None, removed)
+        elif _is_step(start):  # new in a resumed run (logged without it): the run's records
+            self._resume_missing_steps(log_dir, start, removed, new=True)
 
-    def _resume_missing_steps(self, log_dir: Path, start: int | None, removed: int) -> None:
+    def _resume_missing_steps(self, log_dir: Path, start: int | None, removed: int,
+                              new: bool = False) -> None:  # fmt: skip
         """Copy into the reopened file the records of ``metrics.jsonl`` for the steps it lacks
         before ``start``, the step the run resumes at (a row cut by a killed writer, removed
-        here, or one never written: killed between the two files' writes), and say so; a cut
-        row is otherwise logged again, when the run resumes at or before it and its schedule
-        logs that step, or lost."""
+        here, or one never written: killed between the two files' writes; ``new``: the file is
+        new in this resumption, the run logged without it), and say so; a cut row is otherwise
+        logged again, when the run resumes at or before it and its schedule logs that step,
+        or lost."""
         last = self.last_step(log_dir)  # of the complete rows
         first_missing = 0 if last is None else last + 1
         copied: list[int] = []
@@ -429,6 +445,14 @@ class CSVSink(Sink):
                 f"gradlab.Monitor: removed the last row of {str(self.path)!r} ({removed} bytes "
                 "with no line end: a write cut short by a killed process), so that no row is "
                 f"left half empty; {fate}",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
+        elif copied and new:
+            warnings.warn(
+                f"gradlab.Monitor: {str(self.path)!r} is new in this resumed run: the run's "
+                f"{_records_text(copied)} before step {start} are copied into it from "
+                f"{str(log)!r}, so that it holds the whole run",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
