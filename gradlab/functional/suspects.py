@@ -254,13 +254,6 @@ def suspect_summary(
     return SuspectSummary(count, per_query, gradient_share, top_k_share)
 
 
-def _row_any(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` bool: rows of ``mask`` with a True entry (as the largest byte: no int64 sum)."""
-    if mask.shape[1] == 0:
-        return torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device)
-    return mask.view(torch.uint8).amax(dim=1) > 0
-
-
 def _top_k_share(
     suspects: torch.Tensor, scores: torch.Tensor, negatives: torch.Tensor, k: int
 ) -> torch.Tensor:
@@ -281,7 +274,6 @@ def _top_k_share(
     in_tie = (suspects & tied).sum(dim=1).to(torch.float64) / tied.sum(dim=1).clamp(min=1)
     hits = (suspects & above).sum(dim=1).to(torch.float64) + places * in_tie
     shares = torch.where(has, hits / available.clamp(min=1), 0.0)
-    # a NaN score among a query's negatives leaves its hardest ones undefined: NaN, not 0
-    unranked = _row_any(negatives & scores.isnan())
-    shares = torch.where(unranked, math.nan, shares)
-    return shares.sum() / has.sum()  # no query with a negative: NaN
+    # a NaN score among a query's negatives leaves its hardest ones undefined: their mean NaN
+    unranked = (negatives & scores.isnan()).any()
+    return torch.where(unranked, math.nan, shares.sum() / has.sum())  # no negative: NaN

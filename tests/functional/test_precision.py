@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import gradlab.functional as F
-from gradlab.functional.precision import outside_autocast
+from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 
 GENERATOR_SEED = 11
 LABELS = torch.arange(24) % 6
@@ -123,3 +123,13 @@ def test_before_2_4_cudas_state_is_not_read_for_a_device_without_autocast(monkey
     monkeypatch.setattr(torch, "is_autocast_enabled", before_2_4_with_cuda_on)
     meta = torch.empty(2, 2, device="meta")
     assert outside_autocast(lambda t: t @ t)(meta).shape == (2, 2)
+
+
+@pytest.mark.parametrize(("dtype", "largest"), [(torch.float16, "65504"),
+                                                 (torch.bfloat16, "3.38953e+38")])
+def test_the_gradient_overflow_refusal_names_the_scores_dtype_and_its_largest_value(dtype,
+                                                                                    largest):
+    assert gradient_overflow_message(dtype, "it can reach 1e+05", "pass float32") == (
+        "scores (of a loss called on embeddings: their cosine scores) must keep the gradient "
+        f"within {dtype}'s largest value {largest} (dL/dS is computed in float32 and returned "
+        "in the scores' dtype); it can reach 1e+05; pass float32")
