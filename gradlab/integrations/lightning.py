@@ -324,6 +324,7 @@ class GradlabCallback(Callback):
         else:
             folder = (self.log_dir if self.log_dir is not None
                       else self._default_folder(trainer, options.resume))  # fmt: skip
+        self._refuse_a_twin(trainer, Path(folder))
         sinks = list(options.sinks)
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
@@ -333,6 +334,30 @@ class GradlabCallback(Callback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self._last_fit = (weakref.ref(trainer), Path(folder))
+
+    def _refuse_a_twin(self, trainer, folder: Path) -> None:
+        """Refuse a second callback of ``trainer`` writing to the folder of one set up before
+        it (its Monitor failed at the first step, on the other's lock), or forwarding to the
+        Trainer's loggers under the same prefix (the loggers got two values of each key at one
+        step, silently)."""
+        for other in getattr(trainer, "callbacks", None) or []:
+            if (not isinstance(other, GradlabCallback) or other is self
+                    or other.monitor is None or other._trainer is not trainer):  # fmt: skip
+                continue
+            if Path(other.monitor.log_dir).resolve() == folder.resolve():
+                raise GradlabError(
+                    f"trainer already holds a GradlabCallback writing to "
+                    f"{str(folder.resolve())!r}; one folder takes one Monitor: watch every loss "
+                    "with one callback, or give each callback its own log_dir"
+                )
+            if (self.forward_to_loggers and other.forward_to_loggers and trainer.loggers
+                    and other.prefix == self.prefix):  # fmt: skip
+                raise GradlabError(
+                    f"trainer already holds a GradlabCallback forwarding to its loggers under "
+                    f"prefix={self.prefix!r}; the loggers would get two values of each key at "
+                    "one step: give this callback its own prefix (prefix='gradlab_2/'), or "
+                    "watch every loss with one callback"
+                )
 
     def on_train_start(self, trainer, pl_module) -> None:
         # After a checkpoint's restore: a fit that starts over (step 0), or resumes from a

@@ -378,7 +378,7 @@ class GradlabTrainerCallback(TrainerCallback):
 
         Raises:
             GradlabError: ``trainer`` has no ``callback_handler``, or it holds another
-                GradlabTrainerCallback with the same folder.
+                GradlabTrainerCallback with the same folder or the same ``prefix``.
         """
         handler = getattr(trainer, "callback_handler", None)
         callbacks = getattr(handler, "callbacks", None)
@@ -434,12 +434,20 @@ class GradlabTrainerCallback(TrainerCallback):
         args = getattr(trainer, "args", None)
         folder = self._folder(args).resolve()
         for other in callbacks:
-            if (isinstance(other, GradlabTrainerCallback) and other is not self
-                    and other._folder(args).resolve() == folder):  # fmt: skip
+            if not isinstance(other, GradlabTrainerCallback) or other is self:
+                continue
+            if other._folder(args).resolve() == folder:
                 raise GradlabError(
                     f"trainer already holds a {type(other).__name__} writing to {str(folder)!r}; "
                     "one folder takes one Monitor: watch every loss with one callback and attach "
                     "it once, or give each callback its own log_dir"
+                )
+            if other.prefix == self.prefix:  # the Trainer's logs keep the first value of a key
+                raise GradlabError(
+                    f"trainer already holds a {type(other).__name__} reporting to the Trainer's "
+                    f"logs under prefix={self.prefix!r}; the logs keep one value per key, so "
+                    "this callback's would be lost: give it its own prefix (prefix='gradlab_2/'"
+                    "), or watch every loss with one callback"
                 )
 
     def _close_when_raising(self, trainer: Any) -> None:
@@ -653,14 +661,24 @@ class GradlabTrainerCallback(TrainerCallback):
         if self._warned_taken:
             return
         self._warned_taken = True
-        warnings.warn(
-            f"GradlabTrainerCallback: the Trainer's logs hold {taken} already, which gradlab's "
-            f"record also has under prefix={self.prefix!r}: the Trainer's values are kept and "
-            "gradlab's are in metrics.jsonl only; give a prefix (the default 'gradlab/') to "
-            "report both (later such steps are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
-        )
+        if self.prefix and all(key.startswith(self.prefix) for key in taken):
+            # another gradlab callback (passed in callbacks=[...]: attach refuses it) was first
+            message = (
+                f"GradlabTrainerCallback: the Trainer's logs hold {taken} already, under this "
+                f"callback's prefix={self.prefix!r}: another gradlab callback of the Trainer "
+                "reports there, its values are kept and this callback's are in metrics.jsonl "
+                "only; give each callback its own prefix (prefix='gradlab_2/') to report both "
+                "(later such steps are not warned about)"
+            )
+        else:
+            message = (
+                f"GradlabTrainerCallback: the Trainer's logs hold {taken} already, which "
+                f"gradlab's record also has under prefix={self.prefix!r}: the Trainer's values "
+                "are kept and gradlab's are in metrics.jsonl only; give a prefix (the default "
+                "'gradlab/') to report both (later such steps are not warned about)"
+            )
+        warnings.warn(message, RuntimeWarning,
+                      stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES))  # trainer.train()
 
     def on_train_end(self, args, state, control, **kwargs):
         self.in_step = False

@@ -230,6 +230,7 @@ class Monitor:
         self._pending_trained = False  # _pending was read with gradients on
         self._changed_warned = False  # a call's tensors changed in place before the step
         self._not_backpropagated_warned = False  # a step's last call was not backpropagated
+        self._degenerate_warned = False  # a logged batch without ranking signal was said
         self._trained = False  # a watched call (or attached forward) ran with gradients on
         # calls with gradients off before the first training call: a rank may evaluate alone
         # before training, so the ranks' agreement leaves them out of its count
@@ -726,7 +727,8 @@ class Monitor:
         what = ("the loss that monitor.watch() returned was never called" if self._watched
                 else "no watched loss or attached module has run")  # fmt: skip
         warnings.warn(
-            f"gradlab.Monitor: step {step} logs nothing: {what}. Train with the wrapped loss "
+            f"gradlab.Monitor: step {step} logs nothing in {str(self.log_dir)!r}: {what}. "
+            "Train with the wrapped loss "
             "(loss_fn = monitor.watch(loss_fn), or a callback's callback.watch(loss_fn), then "
             "call loss_fn), or attach the Monitor to the embedding module (monitor.attach)",
             RuntimeWarning,
@@ -791,6 +793,22 @@ class Monitor:
             "it (an evaluation, a display) under torch.no_grad() (later such steps are not "
             "warned about)",
         )  # fmt: skip
+
+    def _warn_degenerate(self, step: int) -> None:
+        """Warn once that a logged batch had no ranking signal, for a loss that does not say so
+        itself (gradlab's losses warn with ``DegenerateBatchWarning``): its ranking quantities
+        are NaN, which would otherwise pass unseen (a last batch of one item)."""
+        if self._degenerate_warned:
+            return
+        self._degenerate_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: step {step}: the logged batch has no query with both a positive "
+            "and a negative (a batch of one item, of one class, or of singletons: a ragged last "
+            "batch?), so the quantities that rank its pairs are NaN for it; degenerate_batch "
+            "marks such steps (later ones are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+        )
 
     def _warn_loss_not_backpropagated(self, step: int, due: list[Quantity]) -> None:
         """Backward reached a logged call's inputs but not its loss (a second call of the step,
@@ -979,6 +997,8 @@ class Monitor:
                 return None
             record: dict = {"step": step}
             record.update(self._transfer(step, batch, computed))
+        if record.get("degenerate_batch") == 1.0 and batch.degenerate_batches is None:
+            self._warn_degenerate(step)  # gradlab's losses warn themselves (and count)
         self._open(batch.embeddings.device, first_step=self._first_step)
         self.folder.write(record)
         return record

@@ -148,6 +148,50 @@ def test_a_loss_watched_by_a_second_callback_warns_that_the_first_logs_nothing(t
     assert [r["step"] for r in read_jsonl(tmp_path / "b" / "metrics.jsonl")[1]] == [0, 1]
 
 
+def _two_losses(first, second):
+    ones = first.watch(gradlab.SmoothAPLoss(0.05))
+    twos = second.watch(gradlab.SmoothAPLoss(0.1))
+    return lambda embeddings, labels: ones(embeddings, labels) + twos(embeddings, labels)
+
+
+def test_a_second_callback_on_the_same_folder_is_refused_at_setup(tmp_path):
+    # both with the default folder: step 0 trained, then the fit crashed in monitor.step() on
+    # the other's lock, advising to close() a Monitor the user never held
+    first, second = GradlabCallback(preset="cheap"), GradlabCallback(preset="cheap")
+    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first, second])
+    folder = (tmp_path / "lightning_logs" / "version_0" / DEFAULT_FOLDER).resolve()
+    with pytest.raises(GradlabError) as raised:
+        trainer.fit(LitRetrieval(_two_losses(first, second)), loader(2))
+    assert str(raised.value) == (
+        f"trainer already holds a GradlabCallback writing to {str(folder)!r}; one folder takes "
+        "one Monitor: watch every loss with one callback, or give each callback its own log_dir")
+    assert trainer.global_step == 0  # refused before any step
+
+
+def test_two_callbacks_forwarding_under_one_prefix_are_refused_and_under_two_both_log(
+        tmp_path):
+    # own folders, one prefix: the loggers got two values of gradlab/loss at each step, silently
+    first = GradlabCallback(tmp_path / "a", preset="cheap", every=1)
+    second = GradlabCallback(tmp_path / "b", preset="cheap", every=1)
+    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first, second])
+    with pytest.raises(GradlabError) as raised:
+        trainer.fit(LitRetrieval(_two_losses(first, second)), loader(2))
+    assert str(raised.value) == (
+        "trainer already holds a GradlabCallback forwarding to its loggers under "
+        "prefix='gradlab/'; the loggers would get two values of each key at one step: give "
+        "this callback its own prefix (prefix='gradlab_2/'), or watch every loss with one "
+        "callback")
+    first = GradlabCallback(tmp_path / "c", preset="cheap", every=1)
+    second = GradlabCallback(tmp_path / "d", prefix="gradlab_2/", preset="cheap", every=1)
+    logger = CSVLogger(tmp_path, name="two")
+    quiet_trainer(max_steps=2, logger=logger, callbacks=[first, second]).fit(
+        LitRetrieval(_two_losses(first, second)), loader(2))
+    with (tmp_path / "two" / "version_0" / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for key in ("gradlab/loss", "gradlab_2/loss"):  # each callback's values, once per step
+        assert [int(row["step"]) for row in rows if row.get(key)] == [0, 1]
+
+
 def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), fail_at=5)

@@ -49,11 +49,60 @@ def test_a_callback_passed_in_callbacks_and_another_attached_are_refused(tmp_pat
         first.attach(made)
 
 
-def test_callbacks_with_their_own_folders_both_train(tmp_path):
+def test_a_second_callback_reporting_under_the_same_prefix_is_refused(tmp_path):
+    # its own log_dir, the default prefix: the Trainer's logs kept the first callback's values
+    # and the warning called them the Trainer's, advising the prefix already in use
     made, first = trainer(tmp_path)
     first.attach(made)
-    second = GradlabTrainerCallback(tmp_path / "second", preset="cheap").attach(made)
+    with pytest.raises(GradlabError) as raised:
+        GradlabTrainerCallback(tmp_path / "second", preset="cheap").attach(made)
+    assert str(raised.value) == (
+        "trainer already holds a GradlabTrainerCallback reporting to the Trainer's logs under "
+        "prefix='gradlab/'; the logs keep one value per key, so this callback's would be lost: "
+        "give it its own prefix (prefix='gradlab_2/'), or watch every loss with one callback")
+
+
+def test_callbacks_with_their_own_folders_and_prefixes_both_train_and_report(tmp_path):
+    first = GradlabTrainerCallback(preset="cheap")
+    second = GradlabTrainerCallback(tmp_path / "second", prefix="gradlab_2/", preset="cheap")
+    ones = first.watch(gradlab.NTXentLoss(0.05), inputs="scores")  # each its own loss
+    twos = second.watch(gradlab.NTXentLoss(0.1), inputs="scores")
+    made = in_batch_trainer_class()(
+        model=tiny_bert(), args=training_arguments(tmp_path / "out", max_steps=2),
+        train_dataset=PairDataset(16),
+        loss_fn=lambda scores, positives: ones(scores, positives) + twos(scores, positives),
+    )  # fmt: skip
+    first.attach(made)
+    second.attach(made)
     made.train()
     assert (tmp_path / "out" / "gradlab_logs" / "metrics.jsonl").is_file()
     assert (tmp_path / "second" / "metrics.jsonl").is_file()
     assert second.monitor is None  # closed at the end
+    logged = [entry for entry in made.state.log_history if "gradlab/loss" in entry]
+    assert [entry["step"] for entry in logged] == [1, 2]
+    assert all(entry["gradlab/loss"] + entry["gradlab_2/loss"] == pytest.approx(entry["loss"])
+               for entry in logged)  # both reported: their sum is the Trainer's loss
+
+
+def test_two_callbacks_passed_with_one_prefix_are_told_to_take_their_own(tmp_path):
+    # passed in callbacks=[...] (no attach to refuse them): the second's values were said to
+    # clash with "the Trainer's" keys, and the advice was the prefix already in use
+    first = GradlabTrainerCallback(preset="cheap")
+    second = GradlabTrainerCallback(tmp_path / "second", preset="cheap")
+    ones = first.watch(gradlab.NTXentLoss(0.05), inputs="scores")
+    twos = second.watch(gradlab.NTXentLoss(0.1), inputs="scores")
+    made = in_batch_trainer_class()(
+        model=tiny_bert(), args=training_arguments(tmp_path / "out", max_steps=2),
+        train_dataset=PairDataset(16), callbacks=[first, second],
+        loss_fn=lambda scores, positives: ones(scores, positives) + twos(scores, positives),
+    )  # fmt: skip
+    with pytest.warns(RuntimeWarning) as caught:
+        made.train()
+    told = [str(w.message) for w in caught if "already" in str(w.message)]
+    assert len(told) == 1 and told[0].startswith(
+        "GradlabTrainerCallback: the Trainer's logs hold ['gradlab/degenerate_batch', ")
+    assert told[0].endswith(
+        "already, under this callback's prefix='gradlab/': another gradlab callback of the "
+        "Trainer reports there, its values are kept and this callback's are in metrics.jsonl "
+        "only; give each callback its own prefix (prefix='gradlab_2/') to report both (later "
+        "such steps are not warned about)")

@@ -53,7 +53,8 @@ def test_a_step_that_logs_nothing_says_why_and_how_to_fix_it(tmp_path, watch, wh
             for step in range(2):
                 loss_fn(_embeddings(step), LABELS).backward()
                 monitor.step()
-    assert _runtime_warnings(caught) == [f"gradlab.Monitor: step 0 logs nothing: {what}. {FIX}"]
+    assert _runtime_warnings(caught) == [  # in which folder: one of several callbacks'
+        f"gradlab.Monitor: step 0 logs nothing in {str(tmp_path)!r}: {what}. {FIX}"]
 
 
 def test_forwards_of_an_attached_module_are_counted_as_calls(tmp_path):
@@ -305,3 +306,33 @@ def test_close_after_only_calls_that_raised_warns_nothing(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         monitor.close()
+
+
+def test_a_logged_batch_without_ranking_signal_is_said_once_for_a_loss_that_does_not(
+        tmp_path):
+    # a ragged last batch of one item under a loss of one's own (sentence-transformers'): the
+    # ranking keys were NaN with no word; gradlab's losses warn themselves
+    def own_loss(embeddings, labels):
+        return embeddings.pow(2).mean()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor:
+            loss_fn = monitor.watch(own_loss)
+            for size in (B, 1, 1):
+                loss_fn(_embeddings(size)[:size], LABELS[:size]).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 1: the logged batch has no query with both a positive and a "
+        "negative (a batch of one item, of one class, or of singletons: a ragged last batch?), "
+        "so the quantities that rank its pairs are NaN for it; degenerate_batch marks such "
+        "steps (later ones are not warned about)"]
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [r["degenerate_batch"] for r in records] == [0.0, 1.0, 1.0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "own", preset="default", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            loss_fn(_embeddings(0)[:1], LABELS[:1]).backward()
+            monitor.step()
+    assert _runtime_warnings(caught) == []  # the loss's DegenerateBatchWarning says it
