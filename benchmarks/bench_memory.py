@@ -149,8 +149,8 @@ def main() -> None:
     if small:
         refuse(f"--sizes must be batch sizes of at least 1; got {small}")
     if not 1.0 <= args.cap_gib < float("inf"):  # NaN too: a cap of 0 failed every case
-        refuse(f"--cap-gib must be a number of GiB of at least 1 (importing torch maps about "
-               f"0.75 GiB before a case runs); got {args.cap_gib:g}")
+        refuse(f"--cap-gib must be a finite number of GiB of at least 1 (importing torch maps "
+               f"about 0.75 GiB before a case runs); got {args.cap_gib:g}")
     from gradlab.errors import GradlabError
     from gradlab.paths import check_output_file
 

@@ -256,10 +256,11 @@ def _feature_size(backbone: nn.Module, image_size: int, spec: str) -> int:
     finally:
         backbone.train(was_training)
     if not isinstance(features, torch.Tensor) or features.dim() < 2:
+        fix = ("one row per image: keep the batch dimension" if isinstance(features, torch.Tensor)
+               else "wrap it in a module whose forward returns the pooled features alone")
         raise GradlabError(
             f"backbone {spec!r} must return [B, F] features (one tensor); got "
-            f"{_described(features)}: wrap it in a module whose forward returns the pooled "
-            "features alone"
+            f"{_described(features)}: {fix}"
         )
     return int(features[0].numel())
 
@@ -273,8 +274,10 @@ def _described(value: object) -> str:
         more = f" and {len(value) - 3} more" if len(value) > 3 else ""
         return f"a {type(value).__name__} of {len(value)}: {held}{more}"
     if isinstance(value, dict):
-        keys = ", ".join(repr(key) for key in list(value)[:5])
-        return f"a dict with keys {keys}" + (" ..." if len(value) > 5 else "")
+        held = ", ".join(f"{key!r}: {_described(item)}" for key, item in list(value.items())[:3])
+        return f"a dict of {len(value)}: {held}" + (" ..." if len(value) > 3 else "")
+    if value is None:
+        return "None"
     return f"a {type(value).__name__}"
 
 

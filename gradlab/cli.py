@@ -590,7 +590,7 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                        help="dtype of the comparison (default: %(default)s)")
     check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")
-    check.add_argument("--json", type=_path,
+    check.add_argument("--json", type=_file_path,
                        help="also write the result as JSON into this file (its folder must exist)")
 
 
@@ -704,9 +704,18 @@ def check_report_folder(out: Path) -> Path:
     whole folder; so a folder of other files (a study's, one's own beside a report) is
     refused rather than deleted.
     """
+    given = out
     out = check_output_folder(out, argument="--out")
     if out.is_symlink():  # a link to a folder (reports/latest): the report replaces its target
         out = out.resolve()
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        # replaced whole at the end: the working folder (and what it holds) would go with it
+        where = "the folder you are in" + ("" if out.resolve() == here else " or one above it")
+        raise GradlabError(
+            f"--out: {str(given)!r} is {where}, which the report replaces whole; run from "
+            "another folder or name a new one"
+        )
     if not out.is_dir() or not any(out.iterdir()):
         return out
     results = _report_results(out / "results.json")

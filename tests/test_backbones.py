@@ -271,10 +271,21 @@ class _Named(nn.Module):
         return {"pooled": images.mean(dim=(2, 3))}
 
 
+class _Nothing(nn.Module):
+    def forward(self, images):
+        return None
+
+
+WRAP = "wrap it in a module whose forward returns the pooled features alone"
+
+
 @pytest.mark.parametrize(("make", "got"), [
-    (_TwoOutputs, "a tuple of 2: a tensor of shape [1, 3], a tensor of shape [1, 3, 4, 4]"),
-    (_Named, "a dict with keys 'pooled'"),
-    (lambda: nn.Flatten(0), "a tensor of shape [48]"),
+    (_TwoOutputs, "a tuple of 2: a tensor of shape [1, 3], a tensor of shape [1, 3, 4, 4]: "
+                  + WRAP),
+    (_Named, "a dict of 1: 'pooled': a tensor of shape [1, 3]: " + WRAP),
+    (_Nothing, "None: " + WRAP),
+    (lambda: nn.Flatten(0), "a tensor of shape [48]: one row per image: keep the batch "
+                            "dimension"),
 ])  # fmt: skip
 def test_a_backbone_returning_other_than_features_is_told_what_it_returned(monkeypatch, make,
                                                                            got):
@@ -285,8 +296,7 @@ def test_a_backbone_returning_other_than_features_is_told_what_it_returned(monke
     with pytest.raises(GradlabError) as raised:
         build_backbone("odd_nets:odd", image_size=4)
     assert str(raised.value) == (
-        f"backbone 'odd_nets:odd' must return [B, F] features (one tensor); got {got}: wrap it "
-        "in a module whose forward returns the pooled features alone")
+        f"backbone 'odd_nets:odd' must return [B, F] features (one tensor); got {got}")
 
 
 def _mlp_nets(monkeypatch):

@@ -28,10 +28,10 @@ def _run(script: str, *arguments: str) -> subprocess.CompletedProcess:
     ("bench_memory.py", ["--case", "x", "singletons"], "bench_memory.py: --case needs a batch "
      "size of at least 1 and a layout of ['one_class', 'two_classes', 'four_per_class', "
      "'singletons']; got 'x' 'singletons'"),
-    ("bench_memory.py", ["--cap-gib", "0"], "bench_memory.py: --cap-gib must be a number of "
-     "GiB of at least 1 (importing torch maps about 0.75 GiB before a case runs); got 0"),
-    ("bench_memory.py", ["--cap-gib", "nan"], "bench_memory.py: --cap-gib must be a number of "
-     "GiB of at least 1 (importing torch maps about 0.75 GiB before a case runs); got nan"),
+    ("bench_memory.py", ["--cap-gib", "0"], "bench_memory.py: --cap-gib must be a finite number "
+     "of GiB of at least 1 (importing torch maps about 0.75 GiB before a case runs); got 0"),
+    ("bench_memory.py", ["--cap-gib", "nan"], "bench_memory.py: --cap-gib must be a finite number "
+     "of GiB of at least 1 (importing torch maps about 0.75 GiB before a case runs); got nan"),
     ("bench_retrieval.py", ["--quick", "--out", "/proc/x.json"], "bench_retrieval.py: --out "
      "must be a path gradlab can write; got '/proc/x.json', and files cannot be written in "
      "'/proc'"),

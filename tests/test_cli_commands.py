@@ -384,6 +384,23 @@ def test_a_report_lists_the_figure_files_it_wrote(tmp_path, capsys):
     assert check_report_folder(out) == out  # a report may replace it
 
 
+@pytest.mark.parametrize("given", [".", "..", "sub/.."])
+def test_report_out_of_the_working_folder_or_above_is_refused_before_work(tmp_path, capsys,
+                                                                          monkeypatch, given):
+    # --out . staged the report in ./..partial, inside the folder it replaced: after the work,
+    # the earlier report and the new one were both deleted ("could not use '.'")
+    work = tmp_path / "earlier"
+    (work / "sub").mkdir(parents=True)
+    (work / "results.json").write_text(REPORT_RESULTS)
+    monkeypatch.chdir(work / "sub" if given == ".." else work)
+    code, out, err = _run(["report", "--out", given, "--only", "audit", "--quick"], capsys)
+    where = "the folder you are in" + (" or one above it" if given == ".." else "")
+    assert (code, out, err) == (2, "", f"gradlab: --out: {given!r} is {where}, which the "
+                                       "report replaces whole; run from another folder or "
+                                       "name a new one\n")
+    assert sorted(p.name for p in work.iterdir()) == ["results.json", "sub"]
+
+
 @pytest.mark.parametrize("results", ["{}", '{"old": true}', "[1, 2]", "not json",
                                      '{"gradlab": "0.2.0"}', '{"sections": {}}'])
 def test_a_results_json_that_is_not_a_reports_does_not_mark_one(tmp_path, results):

@@ -456,13 +456,16 @@ def test_plot_names_its_own_flags_for_labels_and_runs(tmp_path, capsys):
     assert not (tmp_path / "figures").exists()  # refused before anything was drawn
 
 
-@pytest.mark.parametrize("option", ["--json", "--markdown"])
-def test_an_audit_output_ending_in_a_separator_is_refused_as_a_folder(tmp_path, capsys, option):
-    # argparse's Path dropped the separator: `--json DIR/` wrote a file named DIR, exit 0
+@pytest.mark.parametrize(("command", "option"), [(["audit"], "--json"),
+                                                 (["audit"], "--markdown"),
+                                                 (["check-equivalence", "accumulation"], "--json")])
+def test_an_output_file_ending_in_a_separator_is_refused_as_a_folder(tmp_path, capsys, command,
+                                                                     option):
+    # argparse's Path dropped the separator: `--json DIR/` wrote a file named DIR
     wanted = f"{tmp_path / 'records'}/"
-    code, _, err = _run(["audit", option, wanted], capsys)
+    code, _, err = _run([*command, option, wanted], capsys)
     assert code == 2
-    assert err == (f"gradlab audit: error: argument {option}: must be a file path; got "
+    assert err == (f"gradlab {command[0]}: error: argument {option}: must be a file path; got "
                    f"{wanted!r}, which names a folder (it ends in a separator): add the file's "
-                   "name (see gradlab audit --help)\n")
+                   f"name (see gradlab {command[0]} --help)\n")
     assert list(tmp_path.iterdir()) == []

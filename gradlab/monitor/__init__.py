@@ -11,7 +11,8 @@ watched loss is read), :mod:`~gradlab.monitor.batch` (the step's shared values),
 
 A quantity of your own subclasses :class:`Quantity`, declares ``needs`` (names of
 :data:`NEEDS`), ``keys`` and, to be drawn by ``gradlab plot``, ``plots`` (and
-``warns_if_not_finite = True`` to be told when it logs NaN on finite input); pass an instance
+``warns_if_not_finite = True`` to be told when it logs NaN on finite input, and
+``said_of_logged`` to warn once of a fact its logged numbers hide); pass an instance
 in ``Monitor(quantities=[...])``; :func:`row_summaries` summarises per-query values as
 gradlab's own quantities do (mean and 10/50/90 % quantiles). Nothing else changes:
 

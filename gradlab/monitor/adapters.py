@@ -265,8 +265,9 @@ class LossAdapter:
         embeddings, copied = (first.detach(), True) if in_batch else as_called(first)
         batch = BatchView(embeddings=embeddings, loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
-        if not copied:
-            batch.read_at_call["embeddings"] = (first, first._version)
+        if not copied and not first.is_inference():  # (an inference tensor keeps no version)
+            what = "scores" if self.inputs in SCORE_INPUTS else "embeddings"  # as the user
+            batch.read_at_call[what] = (first, first._version)  # knows it
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).
         batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
         if self.inputs == "embeddings" and second.dim() == 1:
@@ -315,7 +316,7 @@ class LossAdapter:
             check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
             batch.candidates, copied = as_called(tensors[1])
             batch.positives = tensors[2]
-            if not copied:
+            if not copied and not tensors[1].is_inference():
                 batch.read_at_call["candidates"] = (tensors[1], tensors[1]._version)
             self._cross_modal = True  # what the call showed: no gradient agreement
         else:
@@ -535,7 +536,7 @@ class LossAdapter:
             in_batch = batch.layout.candidate_mask is not None  # a batch against itself
             # the values at the call: the view's own copy, else one made here (no in-place
             # change of a model's output reaches the anatomy)
-            scores = (batch.embeddings.clone() if "embeddings" in batch.read_at_call
+            scores = (batch.embeddings.clone() if "scores" in batch.read_at_call
                       else batch.embeddings)  # fmt: skip
             capture = ScoreCapture("in_batch" if in_batch else "both", scores,
                                    batch.positives, batch.layout.candidate_mask)  # fmt: skip

@@ -323,6 +323,10 @@ class BatchView:
     """The watched call's embeddings require no grad while its loss does (a frozen or detached
     encoder under a loss with parameters): no embedding gradient will arrive. The Monitor
     warns once."""
+    not_backpropagated: bool = False
+    """Backward reached this call's inputs (or a parameter a quantity follows) but not its
+    loss (a second call of the step, for display): no gradient of its own exists, and what
+    the tensors hold is another call's (the Monitor sets it at the step)."""
     loss_hooked: bool = False
     """The watched call's value is a one-element tensor in the graph, hooked for
     :attr:`loss_scale`: backward through it sets that (still None at the step: the call was

@@ -538,7 +538,8 @@ class Temperature(Quantity):
             self._hook.remove()
             self._hook = None
         grad = call.parameter_grads.get(("temperature", id(self)))
-        if grad is None:  # no backward of the watched call reached it: the parameter's own
+        if grad is None and not (call.not_backpropagated or batch.not_backpropagated):
+            # no backward of the watched call reached it: the parameter's own
             grad = getattr(self.scale, "grad", None)
         if isinstance(grad, torch.Tensor):
             grad = grad.detach().reshape(()).to(device=scale.device, dtype=torch.float64)

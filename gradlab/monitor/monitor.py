@@ -230,7 +230,7 @@ class Monitor:
         self._pending_trained = False  # _pending was read with gradients on
         self._changed_warned = False  # a call's tensors changed in place before the step
         self._not_backpropagated_warned = False  # a step's last call was not backpropagated
-        self._degenerate_warned = False  # a logged batch without ranking signal was said
+        self._said: set[str] = set()  # quantities whose said_of_logged was warned
         self._trained = False  # a watched call (or attached forward) ran with gradients on
         # calls with gradients off before the first training call: a rank may evaluate alone
         # before training, so the ranks' agreement leaves them out of its count
@@ -356,13 +356,17 @@ class Monitor:
                 due = self._count_call()
                 if not due:  # off schedule: only the call
                     loss = loss_fn(*args, **kwargs)
-                    self._last_call = (self.step_count, args, kwargs, loss, adapter)
+                    # close() may read it for the last step: a change in place since then
+                    # (an optimizer step on an embedding table) shows in the version counters
+                    self._last_call = (self.step_count, args, kwargs, loss, adapter,
+                                       _versions(args, kwargs))  # fmt: skip
                     return loss
                 wanted = self._wanted()
                 args = adapter.own_scores(args, "score_grad" in wanted)  # dL/dS: the loss's own
                 with adapter.listening("score_grad" in wanted) as (recorded, records):
                     loss = loss_fn(*args, **kwargs)
-                self._last_call = (self.step_count, args, kwargs, loss, adapter)
+                self._last_call = (self.step_count, args, kwargs, loss, adapter,
+                                   _versions(args, kwargs))  # fmt: skip
                 self._capture(args, kwargs, loss, adapter, recorded,
                               records[-1] if records else None, due=due, wanted=wanted)
                 return loss
@@ -794,32 +798,28 @@ class Monitor:
             "warned about)",
         )  # fmt: skip
 
-    def _warn_degenerate(self, step: int) -> None:
-        """Warn once that a logged batch had no ranking signal, for a loss that does not say so
-        itself (gradlab's losses warn with ``DegenerateBatchWarning``): its ranking quantities
-        are NaN, which would otherwise pass unseen (a last batch of one item)."""
-        if self._degenerate_warned:
+    def _warn_loss_not_backpropagated(self, step: int, due: list[Quantity],
+                                      parameter: bool = False) -> None:  # fmt: skip
+        """Backward reached a logged call's inputs (or a parameter a quantity follows) but not
+        its loss (a second call of the step, for display): its gradient quantities would read
+        another call's gradient, or zeros."""
+        if self._not_backpropagated_warned:
             return
-        self._degenerate_warned = True
+        reading = [q.name for q in due if q.needs & GRADIENT_NEEDS]
+        if parameter:  # a followed parameter's gradient (a learnable scale's, observed)
+            reading.append("the observed parameter gradient")
+        if not reading:
+            return
+        self._not_backpropagated_warned = True
         warnings.warn(
-            f"gradlab.Monitor: step {step}: the logged batch has no query with both a positive "
-            "and a negative (a batch of one item, of one class, or of singletons: a ragged last "
-            "batch?), so the quantities that rank its pairs are NaN for it; degenerate_batch "
-            "marks such steps (later ones are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(TRAINER_PACKAGES),
-        )
-
-    def _warn_loss_not_backpropagated(self, step: int, due: list[Quantity]) -> None:
-        """Backward reached a logged call's inputs but not its loss (a second call of the step,
-        for display): its gradient quantities would read another call's gradient, or zeros."""
-        self._warn_gradient_unread(
-            "_not_backpropagated_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: step {step}: backward reached the watched call's inputs but not "
             "its loss: the step's last watched call was not backpropagated (a second call for "
             "display, such as loss_fn(...).item(): make it under torch.no_grad()), so "
-            "{reading} logged nothing for it (later such steps are not warned about)",
-        )  # fmt: skip
+            f"{', '.join(reading)} logged nothing for it (later such steps are not warned "
+            "about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     def _warn_scaled_by_zero(self, step: int, due: list[Quantity]) -> None:
         """The watched loss reached backward multiplied by 0 (a loss weight that starts at 0):
@@ -942,11 +942,14 @@ class Monitor:
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),
             )
-        if batch.gradient_arrived and batch.loss_hooked and batch.loss_scale is None:
-            # what reached the inputs was another call's gradient (the same embeddings given
-            # to a call that was backpropagated): this call's own never existed
-            self._warn_loss_not_backpropagated(step, due)
+        if ((batch.gradient_arrived or batch.parameter_grads) and batch.loss_hooked
+                and batch.loss_scale is None):  # fmt: skip
+            # what reached the inputs (or a scale parameter) was another call's gradient (the
+            # same tensors given to a call that was backpropagated): this call's never existed
+            self._warn_loss_not_backpropagated(step, due, bool(batch.parameter_grads))
             batch.gradient_arrived, batch.embedding_grad = False, None
+            batch.parameter_grads.clear()
+            batch.not_backpropagated = True
         elif batch.gradient_arrived is False:
             self._warn_no_gradient(step, due)
         if batch.no_graph:
@@ -997,8 +1000,12 @@ class Monitor:
                 return None
             record: dict = {"step": step}
             record.update(self._transfer(step, batch, computed))
-        if record.get("degenerate_batch") == 1.0 and batch.degenerate_batches is None:
-            self._warn_degenerate(step)  # gradlab's losses warn themselves (and count)
+        for quantity, _ in computed:  # what a quantity says of its numbers, once per run
+            said = quantity.said_of_logged(record, batch)
+            if said is not None and quantity.name not in self._said:
+                self._said.add(quantity.name)
+                warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
+                              stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
         self._open(batch.embeddings.device, first_step=self._first_step)
         self.folder.write(record)
         return record
@@ -1294,9 +1301,19 @@ class Monitor:
         without its recordings, so no score matrix and no gradient is asked of it)."""
         if self._closed_call is None or self._closed_call[0] != step:
             return None  # no call, or its step never closed
-        _, args, kwargs, loss, adapter = self._closed_call
+        _, args, kwargs, loss, adapter, versions = self._closed_call
         tensors = call_tensors(args, kwargs)
         if not tensors or not isinstance(tensors[0], torch.Tensor):
+            return None
+        if any(tensor._version != version for tensor, version in versions):
+            warnings.warn(
+                f"gradlab.Monitor: close() does not log the last step ({step}): the tensors of "
+                "its last watched call were changed in place since the call (an optimizer step "
+                "on an embedding table, a memory bank enqueued), so the values the loss saw are "
+                "gone (a step the schedule logs is read at its call: every=1 logs each one)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+            )
             return None
         self._capture(args, kwargs, loss, adapter, due=due,
                       wanted=set().union(*(q.needs for q in due)))  # fmt: skip
@@ -1313,6 +1330,13 @@ class Monitor:
             issubclass(exc_type, SystemExit) and exc_value is not None
             and exc_value.code in (None, 0))  # fmt: skip
         self._close(log_last_step=finished, stacklevel=3, raised=not finished)
+
+
+def _versions(args: tuple, kwargs: dict) -> tuple[tuple[torch.Tensor, int], ...]:
+    """The version counter of each tensor a watched call was given (read, not copied)."""
+    return tuple((tensor, tensor._version) for tensor in call_tensors(args, kwargs)
+                 if isinstance(tensor, torch.Tensor)
+                 and not tensor.is_inference())  # inference tensors keep no version  # fmt: skip
 
 
 def _warn_never_stepped(message: str) -> None:

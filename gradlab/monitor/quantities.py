@@ -606,6 +606,17 @@ class DegenerateBatches(Quantity):
         values["degenerate_batch"] = (~ranking.any()).to(torch.float64)
         return values
 
+    def said_of_logged(self, logged: dict[str, float], batch: BatchView) -> str | None:
+        """A logged batch without ranking signal, for a loss that does not say so itself
+        (gradlab's losses warn with ``DegenerateBatchWarning``, and count): its ranking
+        quantities are NaN, which would otherwise pass unseen (a ragged last batch of one)."""
+        if logged.get("degenerate_batch") != 1.0 or batch.degenerate_batches is not None:
+            return None
+        return ("the logged batch has no query with both a positive and a negative (a batch "
+                "of one item, of one class, or of singletons: a ragged last batch?), so the "
+                "quantities that rank its pairs are NaN for it; degenerate_batch marks such "
+                "steps (later ones are not warned about)")
+
 
 PRESETS = {
     "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm, DegenerateBatches),

@@ -282,6 +282,17 @@ class Quantity:
             True
         """
 
+    def said_of_logged(self, logged: dict[str, float], batch: BatchView) -> str | None:
+        """What to tell the user of this quantity's logged values (host numbers, ``logged``
+        the step's record), or None: a fact the numbers alone hide. The Monitor warns with
+        it (``RuntimeWarning``) once per run and quantity, naming the step. Default: None.
+
+        Example:
+            >>> Quantity().said_of_logged({"step": 0}, BatchView(torch.eye(2))) is None
+            True
+        """
+        return None
+
     def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -157,7 +157,9 @@ class RunFolder:
                                   if not any(type(own) is sink for own in self.sinks))]
         ends = {self._where(sink).name: step for sink in readers
                 if (step := sink.last_step(self.path)) is not None}  # fmt: skip
-        log = self.path / "metrics.jsonl"
+        # the run's JSONL (this Monitor's, whatever its file name), else the default file
+        log = next((self._where(sink) for sink in readers if isinstance(sink, JSONLSink)),
+                   self.path / "metrics.jsonl")  # fmt: skip
         if log.is_file():  # what the resumed run was logged with (Monitor compares it)
             self.previous_header = last_jsonl_header(log)
         known = self._current_ends(ends)

@@ -399,13 +399,19 @@ class CSVSink(Sink):
         self.handle = _open_append(path)
         resumed = header.get("resumed") if isinstance(header, dict) else None
         start = resumed.get("from_step") if isinstance(resumed, dict) else None
+        # the run's JSONL, as the header lists its sinks' files (a JSONL sink of another name)
+        sinks = header.get("sinks") if isinstance(header, dict) else None
+        journal = next((name for name in sinks if isinstance(name, str)
+                        and name.endswith(".jsonl")), "metrics.jsonl") if isinstance(
+            sinks, list) else "metrics.jsonl"  # fmt: skip
         if existed:
-            self._resume_missing_steps(log_dir, start if _is_step(start) else None, removed)
+            self._resume_missing_steps(log_dir, start if _is_step(start) else None, removed,
+                                       journal=journal)  # fmt: skip
         elif _is_step(start):  # new in a resumed run (logged without it): the run's records
-            self._resume_missing_steps(log_dir, start, removed, new=True)
+            self._resume_missing_steps(log_dir, start, removed, new=True, journal=journal)
 
     def _resume_missing_steps(self, log_dir: Path, start: int | None, removed: int,
-                              new: bool = False) -> None:  # fmt: skip
+                              new: bool = False, journal: str = "metrics.jsonl") -> None:
         """Copy into the reopened file the records of ``metrics.jsonl`` for the steps it lacks
         before ``start``, the step the run resumes at (a row cut by a killed writer, removed
         here, or one never written: killed between the two files' writes; ``new``: the file is
@@ -415,7 +421,7 @@ class CSVSink(Sink):
         last = self.last_step(log_dir)  # of the complete rows
         first_missing = 0 if last is None else last + 1
         copied: list[int] = []
-        log = log_dir / "metrics.jsonl"
+        log = log_dir / journal
         if start is not None and first_missing < start and log.is_file():
             held: dict[int, dict] = {}
             with warnings.catch_warnings():  # its own sink reports a cut line
@@ -440,7 +446,7 @@ class CSVSink(Sink):
                 lost = (f"step {first_missing} is" if one
                         else f"steps {first_missing}-{start - 1} are")  # fmt: skip
                 fate = (f"the run resumes at step {start}, after it: {lost} not in it (no "
-                        f"metrics.jsonl beside it holds {'it' if one else 'them'})")
+                        f"{journal} beside it holds {'it' if one else 'them'})")
             warnings.warn(
                 f"gradlab.Monitor: removed the last row of {str(self.path)!r} ({removed} bytes "
                 "with no line end: a write cut short by a killed process), so that no row is "

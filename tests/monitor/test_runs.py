@@ -108,22 +108,31 @@ def test_a_damaged_line_read_by_a_resumption_is_warned_at_the_monitors_line(tmp_
     assert resumed.step_count == 3
 
 
-def test_a_resume_goes_on_from_the_files_its_latest_part_wrote_not_a_stale_one(tmp_path):
+@pytest.mark.parametrize("journal", ["metrics.jsonl", "run.jsonl"])
+def test_a_resume_goes_on_from_the_files_its_latest_part_wrote_not_a_stale_one(tmp_path,
+                                                                               journal):
     # steps 0-19 went to both files; the loop then went back to step 5 with the JSONL sink
     # alone, so metrics.csv still ends at 19 while the run's last record is step 7. Taking
-    # the largest step of every file resumed at 20, across the steps the run abandoned.
-    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+    # the largest step of every file resumed at 20, across the steps the run abandoned (and
+    # with a JSONL of another name, its header was not read: still 20)
+    from gradlab.monitor import JSONLSink
+
+    def sinks(*more):
+        return [JSONLSink(journal), *more]
+
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=sinks("csv")) as monitor:
         train(monitor, steps=20)
-    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl"], resume=True)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=sinks(), resume=True)
     monitor.step_count = 5
     with monitor:
         train(monitor, steps=3)  # loop steps 5, 6, 7
-    for sinks in (["jsonl"], ["jsonl", "csv"]):
+    for more in ((), ("csv",)):
         with pytest.warns(UserWarning) as caught:
-            assert Monitor(tmp_path, preset="cheap", sinks=sinks, resume=True).step_count == 8
+            resumed = Monitor(tmp_path, preset="cheap", sinks=sinks(*more), resume=True)
+            assert resumed.step_count == 8
         assert [(str(w.message), w.filename) for w in caught] == [(
             f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes after step 7, the last its "
-            "latest part logged ('metrics.jsonl'), though 'metrics.csv' ends at step 19: a file "
+            f"latest part logged ({journal!r}), though 'metrics.csv' ends at step 19: a file "
             "left out of a resumption that went back to a checkpoint. If the run did get there "
             "(resumed later without the JSONL sink), set monitor.step_count before the first "
             "step", __file__)]

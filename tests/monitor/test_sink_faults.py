@@ -423,8 +423,25 @@ def test_a_csv_row_missing_whole_beside_the_jsonl_is_copied_from_it(tmp_path):
 
 
 def test_a_cut_csv_row_that_no_jsonl_holds_is_said_to_be_lost(tmp_path):
-    # a custom JSONL file name: the CSV sink reads metrics.jsonl only, so step 2 is lost
+    # the JSONL left out of the resumption: nothing beside the CSV holds step 2
     _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl"), "csv"], 3)
+    kept = _cut_last_line(tmp_path / C, 0.5)
+    removed = (tmp_path / C).stat().st_size - len(kept)
+    (tmp_path / "log.jsonl").unlink()
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
+        "no line end: a write cut short by a killed process), so that no row is left half "
+        "empty; the run goes on after the last whole row, and logs the cut row's step again if "
+        "its schedule logs that step"]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2]
+
+
+def test_a_cut_csv_row_is_copied_from_a_jsonl_of_another_name(tmp_path):
+    # a custom JSONL file name: the CSV sink read metrics.jsonl only, so step 2 was lost
+    sinks = [sinks_module.JSONLSink("log.jsonl"), "csv"]
+    _train_plain(tmp_path, sinks, 3)
     kept = _cut_last_line(tmp_path / C, 0.5)
     removed = (tmp_path / C).stat().st_size - len(kept)
     with pytest.warns(UserWarning) as caught:
@@ -432,9 +449,9 @@ def test_a_cut_csv_row_that_no_jsonl_holds_is_said_to_be_lost(tmp_path):
     assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
         "no line end: a write cut short by a killed process), so that no row is left half "
-        "empty; the run resumes at step 3, after it: step 2 is not in it (no metrics.jsonl "
-        "beside it holds it)"]
-    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 3]
+        "empty; the run resumes at step 3, and the steps it lacks before that (2) are copied "
+        f"from {str(tmp_path / 'log.jsonl')!r}"]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("cut", [c for c in CUTS if c != "between CR and LF"])
@@ -645,15 +662,15 @@ def test_steps_logged_while_the_csv_sink_was_left_out_are_copied_with_that_cause
 
 
 def test_cut_csv_rows_of_several_steps_that_no_jsonl_holds_are_named_as_a_range(tmp_path):
-    # the JSONL (a custom name: the CSV sink reads metrics.jsonl only) ran on after the CSV's
-    # last whole row: steps 2-4 are in no CSV row and no metrics.jsonl
-    log = sinks_module.JSONLSink("log.jsonl")
-    _train_plain(tmp_path, [log, "csv"], 2)
-    _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl")], 3, resume=True)
+    # the loop resumes at a later checkpoint (step 5) than the files' end (step 1): steps 2-4
+    # are in no CSV row and no JSONL record
+    _train_plain(tmp_path, ["jsonl", "csv"], 2)
     with (tmp_path / C).open("a") as handle:
         handle.write("2,0.")  # a row cut short
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"], resume=True)
+    monitor.step_count = 5
     with pytest.warns(UserWarning) as caught:
-        _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl"), "csv"], 1, resume=True)
+        _train(monitor, Disk(), range(1), {})
     assert [(str(w.message), w.filename) for w in caught] == [(
         f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} (4 bytes with no line "
         "end: a write cut short by a killed process), so that no row is left half empty; the "

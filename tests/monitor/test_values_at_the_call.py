@@ -146,3 +146,103 @@ def test_a_display_call_under_no_grad_changes_no_value(tmp_path):
         warnings.simplefilter("error")
         shown = _one_step(tmp_path / "shown", "under no_grad")
     assert shown == alone
+
+
+def test_close_does_not_log_a_last_step_whose_leaf_the_optimizer_moved_since(tmp_path):
+    # the step close() adds off the schedule is read from its last call's tensors then: an
+    # embedding table the optimizer moved since gave the norm after the step, not the loss's
+    torch.manual_seed(4)
+    table = torch.nn.Parameter(torch.randn(16, 8))
+    optimizer = torch.optim.SGD([table], lr=10.0)
+    labels = torch.arange(4).repeat_interleave(4)
+    monitor = gradlab.Monitor(tmp_path, preset="cheap")  # the default schedule: 0-10, then 50
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    for _ in range(13):
+        loss_fn(table, labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        monitor.step()
+    with pytest.warns(RuntimeWarning) as caught:
+        monitor.close()
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        "gradlab.Monitor: close() does not log the last step (12): the tensors of its last "
+        "watched call were changed in place since the call (an optimizer step on an embedding "
+        "table, a memory bank enqueued), so the values the loss saw are gone (a step the "
+        "schedule logs is read at its call: every=1 logs each one)", __file__)]
+    assert [record["step"] for record in _records(tmp_path)] == list(range(11))
+
+
+def test_close_logs_the_last_step_of_a_models_output_as_before(tmp_path):
+    torch.manual_seed(5)
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=10.0)
+    inputs, labels = torch.randn(16, 8), torch.arange(4).repeat_interleave(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(13):
+                embeddings = model(inputs)
+                loss_fn(embeddings, labels).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                monitor.step()
+            last = _norm_mean(embeddings)
+    records = _records(tmp_path)
+    assert [record["step"] for record in records] == [*range(11), 12]
+    assert records[-1]["embedding_norm_mean"] == pytest.approx(last, rel=1e-6)
+
+
+def test_a_display_call_logs_no_observed_temperature_gradient_of_another_call(tmp_path):
+    # the scale's gradient came from the trained call (and was divided by a factor the
+    # display call never got): logged as the display call's, times the loop's 4, silently
+    import math
+
+    from gradlab.monitor.geometry import Temperature
+
+    torch.manual_seed(6)
+    log_scale = torch.nn.Parameter(torch.tensor(math.log(10.0)))
+
+    def clip(scores, positives):
+        return torch.nn.functional.cross_entropy(scores * log_scale.exp(),
+                                                 positives.int().argmax(1))  # fmt: skip
+
+    queries = torch.nn.functional.normalize(torch.randn(8, 8), dim=1).requires_grad_(True)
+    keys = torch.nn.functional.normalize(torch.randn(8, 8), dim=1)
+    positives = torch.eye(8, dtype=torch.bool)
+    with gradlab.Monitor(tmp_path, every=1, quantities=[Temperature(scale=log_scale,
+                                                                    log_scale=True)]) as monitor:
+        loss_fn = monitor.watch(clip, inputs="scores")
+        scores = queries @ keys.T
+        loss = loss_fn(scores, positives)
+        with pytest.warns(RuntimeWarning) as caught:
+            loss_fn(scores, positives).item()  # shown, never backpropagated
+            (4 * loss).backward()
+            record = monitor.step()
+    assert "temperature_log_scale_grad_observed" not in record
+    assert "temperature_log_scale_grad" in record  # the closed form needs no backward
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: backward reached the watched call's inputs but not its loss: "
+        "the step's last watched call was not backpropagated (a second call for display, such "
+        "as loss_fn(...).item(): make it under torch.no_grad()), so the observed parameter "
+        "gradient logged nothing for it (later such steps are not warned about)"]
+
+
+def test_a_score_matrix_changed_in_place_is_named_as_scores(tmp_path):
+    torch.manual_seed(7)
+    model = torch.nn.Linear(6, 6)
+    inputs, positives = torch.randn(6, 6), torch.eye(6, dtype=torch.bool)
+    with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor, \
+            pytest.warns(RuntimeWarning) as caught:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1), inputs="scores")
+        scores = model(inputs)
+        loss_fn(scores, positives).backward()
+        seen = float(scores.detach().double().diagonal().mean())
+        with torch.no_grad():
+            scores.mul_(2.0)
+        record = monitor.step()
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: the scores of the watched call were changed in place before "
+        "monitor.step() read them; the record describes the changed values, not those the loss "
+        "saw. Change a copy, or call monitor.step() before changing them"]
+    assert record["margin_positive_score"] == pytest.approx(2 * seen, rel=1e-6)  # as said
