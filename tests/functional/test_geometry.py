@@ -763,3 +763,10 @@ def test_a_precomputed_argument_on_another_device_is_refused(function):
         call()
     assert str(raised.value) == (
         f"tensors must be on one device; got embeddings on cpu, {name} on meta")
+
+
+def test_normalized_std_of_meta_embeddings_and_norms_is_computed_on_meta():
+    # a shape without values: nothing is read, so nothing is refused (the same device)
+    points = torch.empty(3, 4, device="meta")
+    norms = torch.empty(3, dtype=torch.float64, device="meta")
+    assert geometry.normalized_std(points, norms=norms).device.type == "meta"

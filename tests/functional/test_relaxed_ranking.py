@@ -690,3 +690,36 @@ def test_a_bad_method_or_gain_is_refused_before_the_histograms_are_built(functio
     for change in ({"method": "bogus"}, {"objective": "dcg", "level_gains": torch.ones(3)}):
         with pytest.raises(GradlabError):
             function(_CODES, _LABELS, **change)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"labels": _LABELS.float()}, "labels must have an integer dtype; got torch.float32"),
+    ({"objective": "dcg", "level_gains": torch.tensor([0, 1])},
+     "level_gains must have a floating dtype; got torch.int64"),
+    ({"objective": "dcg", "level_gains": torch.tensor([0.0, math.inf])},
+     "level_gains must be finite; got inf in entry 1 (1 entry of 2)"),
+])  # fmt: skip
+def test_minibatch_labels_and_gains_of_the_wrong_kind_are_refused_first(monkeypatch, change,
+                                                                        message):
+    import gradlab.functional.relaxed_ranking as module
+
+    def never(*args, **kwargs):
+        raise AssertionError("the histograms were built before the arguments were checked")
+
+    monkeypatch.setattr(module, "soft_histogram", never)
+    with pytest.raises(GradlabError) as raised:
+        minibatch_objective_terms(**{"codes": _CODES, "labels": _LABELS, **change})
+    assert str(raised.value) == message
+
+
+def test_the_dcg_count_limit_is_per_query_and_inclusive():
+    # two queries of 1e7 items each: 2e7 in all, within the limit of each; exactly 1e7 is taken
+    counts = torch.tensor([[[5e6, 0.0], [0.0, 5e6]]] * 2, dtype=torch.float64)
+    assert relaxed_tie_aware_dcg(counts, torch.ones(2, dtype=torch.float64)).shape == (2,)
+    over = counts.clone()
+    over[1, 0, 0] += 1.0
+    with pytest.raises(GradlabError) as raised:
+        relaxed_tie_aware_dcg(over, torch.ones(2, dtype=torch.float64))
+    assert str(raised.value) == (
+        "level_counts must hold at most 1e+07 items per query (the discount stand-ins are "
+        "defined up to that many); got 10000001")

@@ -154,6 +154,9 @@ def test_a_lock_of_another_host_is_refused_with_the_path_to_delete_not_a_takeove
         with pytest.raises(GradlabError) as refused:
             attempt(tmp_path)
         message = str(refused.value)
+        assert message.startswith(
+            f"log_dir {str(tmp_path)!r} is in use by another Monitor (process {dead_pid} on "
+            f"{record['host']!r}, lock file {LOCK_NAME}); ")
         assert ADVICE in message
         assert "is stale and taken over" not in message
         assert f"cannot check whether process {dead_pid} still runs" in message

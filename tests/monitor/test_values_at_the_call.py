@@ -246,3 +246,21 @@ def test_a_score_matrix_changed_in_place_is_named_as_scores(tmp_path):
         "monitor.step() read them; the record describes the changed values, not those the loss "
         "saw. Change a copy, or call monitor.step() before changing them"]
     assert record["margin_positive_score"] == pytest.approx(2 * seen, rel=1e-6)  # as said
+
+
+def test_a_view_of_an_embedding_table_the_optimizer_moves_is_copied_at_the_call(tmp_path):
+    # a slice of a parameter is no leaf (it has a grad_fn) but shares the leaf's memory
+    torch.manual_seed(8)
+    table = torch.nn.Parameter(torch.randn(20, 6))
+    optimizer = torch.optim.SGD([table], lr=10.0)
+    labels = torch.arange(4).repeat_interleave(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # copied: nothing changed to warn of
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            seen = _norm_mean(table[:12])
+            loss_fn(table[:12], labels).backward()
+            optimizer.step()
+            monitor.step()
+    assert _norm_mean(table[:12]) != pytest.approx(seen, rel=1e-3)
+    assert _records(tmp_path)[0]["embedding_norm_mean"] == pytest.approx(seen, rel=1e-6)
