@@ -278,7 +278,7 @@ def _described(value: object) -> str:
         return f"a dict of {len(value)}: {held}" + (" ..." if len(value) > 3 else "")
     if value is None:
         return "None"
-    return f"a {type(value).__name__}"
+    return f"a value of type {type(value).__name__}"
 
 
 class _BasicBlock(nn.Module):

@@ -159,6 +159,28 @@ def test_a_module_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_p
         "module named 'no_such_module_xyz'); is its folder on PYTHONPATH?")
 
 
+def test_a_package_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_path,
+                                                                           monkeypatch):
+    # a dotted module: the package named by its first part is what is looked for
+    (tmp_path / "my_package_xyz").mkdir()
+    (tmp_path / "my_package_xyz" / "__init__.py").write_text("")
+    (tmp_path / "my_package_xyz" / "nets.py").write_text("def net():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("my_package_xyz.nets:net")
+    assert str(raised.value) == (
+        "backbone 'my_package_xyz.nets:net': module 'my_package_xyz.nets' cannot be imported "
+        "(No module named 'my_package_xyz'); my_package_xyz is in the working folder, which "
+        "Python does not search for the installed gradlab command: run it with PYTHONPATH=. "
+        "(or python -m gradlab)")
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("no_package_xyz.nets:net")
+    assert str(raised.value) == (
+        "backbone 'no_package_xyz.nets:net': module 'no_package_xyz.nets' cannot be imported "
+        "(No module named 'no_package_xyz'); is its folder on PYTHONPATH?")
+
+
 def test_a_function_returning_no_module_or_failing_is_named(monkeypatch):
     nets = types.ModuleType("bad_nets")
     nets.numbers = lambda: 3
@@ -276,6 +298,24 @@ class _Nothing(nn.Module):
         return None
 
 
+class _Many(nn.Module):
+    def __init__(self, count: int, keyed: bool):
+        super().__init__()
+        self.count, self.keyed = count, keyed
+
+    def forward(self, images):
+        outputs = [images.mean(dim=(2, 3))[:, :1] for _ in range(self.count)]
+        return {f"o{i}": out for i, out in enumerate(outputs)} if self.keyed else tuple(outputs)
+
+
+ONE = "a tensor of shape [1, 1]"
+
+
+class _Constant(nn.Module):
+    def forward(self, images):
+        return 7
+
+
 WRAP = "wrap it in a module whose forward returns the pooled features alone"
 
 
@@ -284,6 +324,11 @@ WRAP = "wrap it in a module whose forward returns the pooled features alone"
                   + WRAP),
     (_Named, "a dict of 1: 'pooled': a tensor of shape [1, 3]: " + WRAP),
     (_Nothing, "None: " + WRAP),
+    (lambda: _Many(3, False), f"a tuple of 3: {ONE}, {ONE}, {ONE}: " + WRAP),
+    (lambda: _Many(5, False), f"a tuple of 5: {ONE}, {ONE}, {ONE} and 2 more: " + WRAP),
+    (lambda: _Many(3, True), f"a dict of 3: 'o0': {ONE}, 'o1': {ONE}, 'o2': {ONE}: " + WRAP),
+    (lambda: _Many(4, True), f"a dict of 4: 'o0': {ONE}, 'o1': {ONE}, 'o2': {ONE} ...: " + WRAP),
+    (lambda: _Constant(), "a value of type int: " + WRAP),
     (lambda: nn.Flatten(0), "a tensor of shape [48]: one row per image: keep the batch "
                             "dimension"),
 ])  # fmt: skip

@@ -175,6 +175,8 @@ _MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py
                    # a batch's own score matrix; Temperature on a loss of one's own
                    "tests/monitor/test_in_batch_scores.py",
                    "tests/monitor/test_temperature_warnings.py",
+                   # what a record describes: copies at the call, display calls, close()
+                   "tests/monitor/test_values_at_the_call.py",
                    *(f"--deselect=tests/monitor/{test}" for test in (  # where warnings point
                        "test_in_batch_scores.py::"
                        "test_the_diagonal_positives_warning_points_at_the_call",

@@ -661,21 +661,38 @@ def test_steps_logged_while_the_csv_sink_was_left_out_are_copied_with_that_cause
     assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3, 4]
 
 
-def test_cut_csv_rows_of_several_steps_that_no_jsonl_holds_are_named_as_a_range(tmp_path):
-    # the loop resumes at a later checkpoint (step 5) than the files' end (step 1): steps 2-4
+@pytest.mark.parametrize(("start", "lost"), [(5, "steps 2-4 are not in it (no metrics.jsonl "
+                                                  "beside it holds them)"),
+                                              (3, "step 2 is not in it (no metrics.jsonl beside "
+                                                  "it holds it)")])  # fmt: skip
+def test_cut_csv_rows_that_no_jsonl_holds_are_named_as_a_range_or_one(tmp_path, start, lost):
+    # the loop resumes at a later checkpoint than the files' end (step 1): the steps between
     # are in no CSV row and no JSONL record
     _train_plain(tmp_path, ["jsonl", "csv"], 2)
     with (tmp_path / C).open("a") as handle:
         handle.write("2,0.")  # a row cut short
     monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"], resume=True)
-    monitor.step_count = 5
+    monitor.step_count = start
     with pytest.warns(UserWarning) as caught:
         _train(monitor, Disk(), range(1), {})
     assert [(str(w.message), w.filename) for w in caught] == [(
         f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} (4 bytes with no line "
         "end: a write cut short by a killed process), so that no row is left half empty; the "
-        "run resumes at step 5, after it: steps 2-4 are not in it (no metrics.jsonl beside it "
-        "holds them)", __file__)]
+        f"run resumes at step {start}, after it: {lost}", __file__)]
+
+
+def test_a_csv_resumed_without_the_jsonl_sink_takes_a_cut_row_from_the_jsonl_beside_it(
+        tmp_path):
+    _train_plain(tmp_path, ["jsonl", "csv"], 3)
+    kept = _cut_last_line(tmp_path / C, 0.5)
+    removed = (tmp_path / C).stat().st_size - len(kept)
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
+        "no line end: a write cut short by a killed process), so that no row is left half "
+        "empty; the run resumes at step 3, and the steps it lacks before that (2) are copied "
+        f"from {str(tmp_path / J)!r}"]
 
 
 def test_a_csv_holding_its_header_alone_gets_every_step_from_the_jsonl(tmp_path):
@@ -704,20 +721,25 @@ def test_a_csv_cut_in_its_first_byte_is_read_as_a_cut_row(tmp_path):
     assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2]
 
 
-@pytest.mark.parametrize(("before", "said"), [(3, "3 records (steps 0 to 2)"),
-                                               (1, "1 record (step 0)")])
-def test_a_csv_new_in_a_resumed_run_gets_the_runs_earlier_records(tmp_path, before, said):
+@pytest.mark.parametrize(("before", "said", "journal", "csv_first"), [
+    (3, "3 records (steps 0 to 2)", J, False),
+    (1, "1 record (step 0)", J, False),
+    (3, "3 records (steps 0 to 2)", "run.jsonl", True),  # another name, listed after the CSV
+])  # fmt: skip
+def test_a_csv_new_in_a_resumed_run_gets_the_runs_earlier_records(tmp_path, before, said,
+                                                                  journal, csv_first):
     # the run was logged to metrics.jsonl alone; resumed with the CSV sink too, the CSV began
     # at the resumed step, silently, as if the run had started there
-    _train_plain(tmp_path, ["jsonl"], before)
+    _train_plain(tmp_path, [sinks_module.JSONLSink(journal)], before)
+    sinks = [sinks_module.JSONLSink(journal), "csv"]
     with pytest.warns(UserWarning) as caught:
-        _train_plain(tmp_path, ["jsonl", "csv"], 2, resume=True)
+        _train_plain(tmp_path, sinks[::-1] if csv_first else sinks, 2, resume=True)
     assert [(str(w.message), w.filename) for w in caught] == [(
         f"gradlab.Monitor: {str(tmp_path / C)!r} is new in this resumed run: the run's {said} "
-        f"before step {before} are copied into it from {str(tmp_path / J)!r}, so that it "
-        "holds the whole run", __file__)]
+        f"before step {before} are copied into it from {str(tmp_path / journal)!r}, so that "
+        "it holds the whole run", __file__)]
     rows = _csv_rows(tmp_path / C)
-    records = read_jsonl(tmp_path / J)[1]
+    records = read_jsonl(tmp_path / journal)[1]
     assert [int(row["step"]) for row in rows] == [r["step"] for r in records]
     assert len(rows) == before + 2
     assert [float(row["loss"]) for row in rows] == [r["loss"] for r in records]

@@ -75,7 +75,9 @@ def test_a_memory_bank_enqueued_before_step_is_read_as_the_loss_saw_it(tmp_path)
             candidates = bank.clone() if copy else bank
             loss_fn(queries, candidates=candidates, positives=positives).backward()
             bank[:4] = arriving  # enqueued before the step
-            monitor.step()
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)  # copied: nothing to warn of
+                monitor.step()
         logged[copy] = _records(folder)[0]
     keys = [key for key in logged[True] if key.startswith(("geometry_", "margin_", "p_"))]
     assert keys  # the candidates' values reach these
@@ -264,3 +266,69 @@ def test_a_view_of_an_embedding_table_the_optimizer_moves_is_copied_at_the_call(
             monitor.step()
     assert _norm_mean(table[:12]) != pytest.approx(seen, rel=1e-3)
     assert _records(tmp_path)[0]["embedding_norm_mean"] == pytest.approx(seen, rel=1e-6)
+
+
+def _changed_model_scores(tmp_path, inputs, change: bool):
+    torch.manual_seed(9)
+    model = torch.nn.Linear(6, 6)
+    features = torch.randn(6, 6)
+    own = torch.eye(6, dtype=torch.bool)
+    pairs = own.roll(1, dims=0) | own.roll(-1, dims=0)  # a loss of one's own: view k and k +- 1
+
+    def in_batch_loss(scores, positives):  # the query's own column masked, as SimCLR's
+        logits = scores.masked_fill(own, -1e4)
+        return (torch.logsumexp(logits, dim=1) - (logits * positives).sum(1) / 2).mean()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            if inputs == "in_batch_scores":
+                loss_fn, positives = monitor.watch(in_batch_loss, inputs=inputs), pairs
+            else:  # a loss of one's own: no recorder hands the Monitor a copy of its own
+                loss_fn = monitor.watch(lambda s, p: torch.nn.functional.cross_entropy(
+                    s, p.int().argmax(1)), inputs=inputs)
+                positives = own
+            scores = model(features)
+            loss_fn(scores, positives).backward()
+            if change:
+                with torch.no_grad():
+                    scores.neg_()  # every row's order reversed
+            record = monitor.step()
+    return record, [str(w.message) for w in caught if "changed in place" in str(w.message)]
+
+
+def test_the_anatomy_reads_a_model_output_score_matrix_as_the_loss_saw_it(tmp_path):
+    # the matrix is shared (not copied) for the other quantities, which are warned about; the
+    # anatomy's own copy at the call keeps its values those the loss saw
+    unchanged, _ = _changed_model_scores(tmp_path / "a", "scores", change=False)
+    changed, told = _changed_model_scores(tmp_path / "b", "scores", change=True)
+    assert len(told) == 1
+    anatomy = [key for key in unchanged if key.startswith("anatomy_")]
+    assert anatomy and {k: changed[k] for k in anatomy} == {k: unchanged[k] for k in anatomy}
+
+
+def test_in_batch_scores_are_copied_by_their_mask_and_never_warned_about(tmp_path):
+    unchanged, _ = _changed_model_scores(tmp_path / "a", "in_batch_scores", change=False)
+    changed, told = _changed_model_scores(tmp_path / "b", "in_batch_scores", change=True)
+    assert told == []  # the masked copy is the record's: nothing changed under it
+    assert changed == unchanged
+
+
+def test_model_output_candidates_changed_in_place_are_warned_about_by_name(tmp_path):
+    torch.manual_seed(10)
+    model = torch.nn.Linear(8, 8)
+    queries = torch.randn(4, 8, requires_grad=True)
+    positives = torch.zeros(4, 10, dtype=torch.bool)
+    positives[torch.arange(4), torch.arange(4)] = True  # (its version counter moves: 1)
+    with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor, \
+            pytest.warns(RuntimeWarning) as caught:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        candidates = model(torch.randn(10, 8))
+        loss_fn(queries, candidates=candidates, positives=positives).backward()
+        with torch.no_grad():
+            candidates.mul_(-1.0)
+        monitor.step()
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: the candidates of the watched call were changed in place "
+        "before monitor.step() read them; the record describes the changed values, not those "
+        "the loss saw. Change a copy, or call monitor.step() before changing them"]
