@@ -174,6 +174,13 @@ def test_a_package_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_
         "(No module named 'my_package_xyz'); my_package_xyz is in the working folder, which "
         "Python does not search for the installed gradlab command: run it with PYTHONPATH=. "
         "(or python -m gradlab)")
+    (tmp_path / "broken_module_xyz.py").write_text("import missing_dependency_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # found, and failing inside: its error alone
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("broken_module_xyz:net")
+    assert str(raised.value) == (
+        "backbone 'broken_module_xyz:net': module 'broken_module_xyz' cannot be imported (No "
+        "module named 'missing_dependency_xyz')")
     with pytest.raises(GradlabError) as raised:
         build_backbone("no_package_xyz.nets:net")
     assert str(raised.value) == (
@@ -325,6 +332,7 @@ WRAP = "wrap it in a module whose forward returns the pooled features alone"
     (_Named, "a dict of 1: 'pooled': a tensor of shape [1, 3]: " + WRAP),
     (_Nothing, "None: " + WRAP),
     (lambda: _Many(3, False), f"a tuple of 3: {ONE}, {ONE}, {ONE}: " + WRAP),
+    (lambda: _Many(4, False), f"a tuple of 4: {ONE}, {ONE}, {ONE} and 1 more: " + WRAP),
     (lambda: _Many(5, False), f"a tuple of 5: {ONE}, {ONE}, {ONE} and 2 more: " + WRAP),
     (lambda: _Many(3, True), f"a dict of 3: 'o0': {ONE}, 'o1': {ONE}, 'o2': {ONE}: " + WRAP),
     (lambda: _Many(4, True), f"a dict of 4: 'o0': {ONE}, 'o1': {ONE}, 'o2': {ONE} ...: " + WRAP),
