@@ -746,7 +746,7 @@ def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool)
         ...     check_half_gradient(1e-5, [group], averaged=True)  # 1.25e5 / 4 = 31250: within
         ...     check_half_gradient(1e-6, [group], averaged=True)
         ... except GradlabError as error:
-        ...     print(str(error)[72:137])
+        ...     print(str(error)[61:126])
         must keep the gradient within torch.float16's largest value 65504
     """
     largest = torch.finfo(torch.float16).max
