@@ -332,3 +332,29 @@ def test_model_output_candidates_changed_in_place_are_warned_about_by_name(tmp_p
         "gradlab.Monitor: step 0: the candidates of the watched call were changed in place "
         "before monitor.step() read them; the record describes the changed values, not those "
         "the loss saw. Change a copy, or call monitor.step() before changing them"]
+
+
+def test_two_tensors_changed_in_place_are_named_together_and_display_calls_said_once(
+        tmp_path):
+    torch.manual_seed(11)
+    model = torch.nn.Linear(8, 8)
+    positives = torch.eye(4, 10, dtype=torch.bool)
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor, \
+            pytest.warns(RuntimeWarning) as caught:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(2):
+            queries, candidates = model(torch.randn(4, 8)), model(torch.randn(10, 8))
+            loss = loss_fn(queries, candidates=candidates, positives=positives)
+            loss_fn(queries, candidates=candidates, positives=positives).item()  # a display
+            loss.backward()
+            with torch.no_grad():
+                queries.mul_(-1.0)
+                candidates.mul_(-1.0)
+            monitor.step()
+    told = [str(w.message) for w in caught]
+    assert told[0] == (
+        "gradlab.Monitor: step 0: the embeddings and candidates of the watched call were "
+        "changed in place before monitor.step() read them; the record describes the changed "
+        "values, not those the loss saw. Change a copy, or call monitor.step() before changing "
+        "them")
+    assert len([m for m in told if "was not backpropagated" in m]) == 1  # once, not per step
