@@ -365,8 +365,8 @@ class Monitor:
                 args = adapter.own_scores(args, "score_grad" in wanted)  # dL/dS: the loss's own
                 with adapter.listening("score_grad" in wanted) as (recorded, records):
                     loss = loss_fn(*args, **kwargs)
-                self._last_call = (self.step_count, args, kwargs, loss, adapter,
-                                   _versions(args, kwargs))  # fmt: skip
+                # a logged step is never read again at close(): no versions to keep
+                self._last_call = (self.step_count, args, kwargs, loss, adapter, ())
                 self._capture(args, kwargs, loss, adapter, recorded,
                               records[-1] if records else None, due=due, wanted=wanted)
                 return loss
@@ -935,10 +935,9 @@ class Monitor:
             self._changed_warned = True
             warnings.warn(
                 f"gradlab.Monitor: step {step}: the {' and '.join(changed)} of the watched call "
-                f"{'were' if changed[0].endswith('s') or len(changed) > 1 else 'was'} changed "
-                "in place before monitor.step() read them; the record describes the changed "
-                "values, not those the loss saw. Change a copy, or call monitor.step() before "
-                "changing them",
+                "were changed in place before monitor.step() read them; the record describes "
+                "the changed values, not those the loss saw. Change a copy, or call "
+                "monitor.step() before changing them",
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),
             )

@@ -46,6 +46,7 @@ from gradlab.monitor.sinks import (
     JSONLSink,
     Sink,
     last_jsonl_header,
+    records_text,
 )
 from gradlab.paths import check_output_folder
 
@@ -412,9 +413,9 @@ class RunFolder:
                    in enumerate(zip(self._names, self._missed, strict=True)) if missed]
         if not unnoted:
             return
-        after = "; ".join(f"{name} dropped {_count(missed)}"
+        after = "; ".join(f"{name} dropped {records_text(missed)}"
                           for index, name, missed in unnoted if index in self._wrote)
-        never = "; ".join(f"{name} dropped all {_count(missed)}"
+        never = "; ".join(f"{name} dropped all {records_text(missed)}"
                           for index, name, missed in unnoted if index not in self._wrote)
         for missed in self._missed:
             missed.clear()  # said once: a second close() says nothing
@@ -487,18 +488,6 @@ def _close_files(handles: list) -> None:
 def _noted(record: dict, missed: list[int]) -> dict:
     """``record`` with the note of the steps a sink missed (:data:`DROPPED_KEYS`)."""
     return {**record, DROPPED_KEYS[0]: len(missed), DROPPED_KEYS[1]: list(missed)}
-
-
-def _count(steps: list[int]) -> str:
-    """How many records ``steps`` are, and their first and last step.
-
-    Example:
-        >>> _count([7]), _count([3, 4, 9])
-        ('1 record (step 7)', '3 records (steps 3 to 9)')
-    """
-    if len(steps) == 1:
-        return f"1 record (step {steps[0]})"
-    return f"{len(steps)} records (steps {steps[0]} to {steps[-1]})"
 
 
 def _sink_names(sinks: Sequence[Sink]) -> list[str]:

@@ -232,11 +232,12 @@ class JSONLSink(Sink):
             handle.close()
 
 
-def _records_text(steps: list[int]) -> str:
-    """How many records ``steps`` are, and their first and last step.
+def records_text(steps: list[int]) -> str:
+    """How many records ``steps`` are, and their first and last step (in warnings of the run
+    folder and of the sinks).
 
     Example:
-        >>> _records_text([7]), _records_text([3, 4, 9])
+        >>> records_text([7]), records_text([3, 4, 9])
         ('1 record (step 7)', '3 records (steps 3 to 9)')
     """
     if len(steps) == 1:
@@ -457,7 +458,7 @@ class CSVSink(Sink):
         elif copied and new:
             warnings.warn(
                 f"gradlab.Monitor: {str(self.path)!r} is new in this resumed run: the run's "
-                f"{_records_text(copied)} before step {start} are copied into it from "
+                f"{records_text(copied)} before step {start} are copied into it from "
                 f"{str(log)!r}, so that it holds the whole run",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
