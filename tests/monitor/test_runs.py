@@ -669,3 +669,27 @@ def test_a_sink_object_serving_a_second_run_keeps_its_file_when_the_first_is_col
         gc.collect()
         train(second, steps=2)
     assert _steps(tmp_path / "second") == [0, 1]
+
+
+def test_stale_files_and_the_current_ones_are_listed_each(tmp_path):
+    from gradlab.monitor import JSONLSink
+
+    def sinks(*more):
+        return ["jsonl", "csv", *more]
+
+    with Monitor(tmp_path, preset="cheap", every=1,
+                 sinks=sinks(JSONLSink("b.jsonl"), JSONLSink("c.jsonl"))) as monitor:
+        train(monitor, steps=20)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=sinks(), resume=True)
+    monitor.step_count = 5
+    with monitor:
+        train(monitor, steps=3)  # steps 5-7 to the two default files alone
+    with pytest.warns(UserWarning) as caught:
+        Monitor(tmp_path, preset="cheap",
+                sinks=sinks(JSONLSink("b.jsonl"), JSONLSink("c.jsonl")), resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes after step 7, the last its "
+        "latest part logged ('metrics.csv', 'metrics.jsonl'), though 'b.jsonl' ends at step 19, "
+        "'c.jsonl' ends at step 19: a file left out of a resumption that went back to a "
+        "checkpoint. If the run did get there (resumed later without the JSONL sink), set "
+        "monitor.step_count before the first step"]
