@@ -9,6 +9,9 @@ Settings, each against a plain baseline measured in the same run:
   the Monitor's tau too, so the logged step reuses the loss's scores and ranks). Default preset
   every step, the same without its geometry and margins families (what those two add), full
   preset every step, and the default preset on its default schedule.
+* ``cnn_cold_step``: the default preset's ``monitor.step()`` right after the CNN's backward
+  and optimizer step, and the same logged step of a second Monitor (the same batch) right after
+  the first one: what a logged step pays to bring its code and buffers back into the caches.
 * ``cnn_pml``: the same CNN trained with pytorch-metric-learning's ``MultiSimilarityLoss``
   through gradlab's recording distance (``gradlab.interop.pml``); default preset every step.
 * ``mlp``: an MLP on the digits, batch 100, SmoothAP; default preset on its default schedule.
@@ -453,6 +456,7 @@ def main() -> None:
     # MLP's step is 4 ms and its target 1 %: 40 rounds resolve that (about 20 s).
     results = {
         "cnn": measure_training("cnn", device, 3 if quick else 8, 10, folder),
+        "cnn_cold_step": measure_cold_step(device, 10 if quick else 60, folder),
         "cnn_default_schedule": measure_training_schedule(device, 2 if quick else 4, folder),
         "mlp": measure_training("mlp", device, 8 if quick else 40, 50, folder),
     }
@@ -510,6 +514,52 @@ def measure_training_schedule(device, rounds: int, folder: str) -> dict:
     summary["ratio_monitor_step_alone"] = own_time(clocks, summary, rounds * 50)
     summary["monitor_step_seconds"] = {k: c[0] / (rounds * 50) for k, c in clocks.items()}
     return {**summary, "rounds": rounds, "steps_per_block": 50}
+
+
+
+def measure_cold_step(device, steps: int, folder: str) -> dict:
+    """``monitor.step()`` of the default preset right after the CNN's backward and optimizer
+    step, against the same logged step of a second Monitor right after the first one.
+
+    Both Monitors watch one call each, on the same embeddings (the second on a detached copy)
+    and labels, so they compute the same values: the difference is what the first step pays
+    to bring code and buffers back into the caches the CNN's step evicted, which the second
+    finds there. Medians over ``steps`` training steps.
+    """
+    torch.manual_seed(0)
+    inputs, labels = _cnn_data(device)
+    model = SmallConvNet(out_features=64).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    monitors = [gradlab.Monitor(f"{folder}/cold_{index}", tau=TAU, preset="default", every=1)
+                for index in range(2)]  # fmt: skip
+    first, second = (monitor.watch(loss_fn) for monitor in monitors)
+    seconds: dict[str, list[float]] = {"after_the_cnn": [], "after_another_monitor": []}
+    for index in range(steps + 3):  # 3 warm-up steps
+        x, y = inputs[index % len(inputs)], labels[index % len(labels)]
+        embeddings = model(x)
+        copy = embeddings.detach().clone().requires_grad_(True)
+        (first(embeddings, y) + second(copy, y)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        synchronize(device)
+        start = time.perf_counter()
+        monitors[0].step()
+        synchronize(device)
+        middle = time.perf_counter()
+        monitors[1].step()
+        synchronize(device)
+        if index >= 3:
+            seconds["after_the_cnn"].append(middle - start)
+            seconds["after_another_monitor"].append(time.perf_counter() - middle)
+    for monitor in monitors:
+        monitor.close()
+    return {
+        "monitor_step_seconds_median": {
+            name: statistics.median(values) for name, values in seconds.items()
+        },
+        "steps": steps,
+    }
 
 
 if __name__ == "__main__":

@@ -90,6 +90,27 @@ def _where_the_time_goes(runs: list[dict]) -> list[str]:
     return sentences
 
 
+def _cold_step(runs: dict, targets: dict) -> list[str]:
+    """One sentence: the default preset's ``monitor.step()`` right after the CNN's step against
+    the same logged step right after another Monitor's (``cnn_cold_step``), and what the CNN
+    target leaves per step."""
+    cold = runs.get("cnn_cold_step")
+    if cold is None or "cnn" not in runs:
+        return []
+    seconds = cold["monitor_step_seconds_median"]
+    after_cnn, warm = seconds["after_the_cnn"], seconds["after_another_monitor"]
+    baseline = runs["cnn"]["step_seconds_median"]["baseline"]
+    allowed = (targets["cnn_default_every_step"] - 1) * baseline
+    return [
+        f"Where the CNN's default-preset step goes: right after the CNN's backward and optimizer "
+        f"step, `monitor.step()` takes {duration(after_cnn)} (median of {cold['steps']} steps); "
+        f"a second Monitor logging the same batch right after it takes {duration(warm)}, the "
+        f"same work with its code and buffers back in the caches the CNN's step evicted "
+        f"({after_cnn / warm:.2f}x). The target of "
+        f"{targets['cnn_default_every_step']:.2f}x leaves {duration(allowed)} per step."
+    ]
+
+
 @register("monitor-overhead")
 def monitor_overhead(root: Path) -> str:
     """Step-time ratios with the Monitor against the same step without it, and the logged step."""
@@ -138,7 +159,7 @@ def monitor_overhead(root: Path) -> str:
             f"({spread[0]:.2f}-{spread[1]:.2f}) | {cpu_cell} | {target_cell} | {verdict} |"
         )
     machine, conditions = result["machine"], result["conditions"]
-    where = _where_the_time_goes(runs["logged_step_vs_loss"])
+    where = _cold_step(runs, targets) + _where_the_time_goes(runs["logged_step_vs_loss"])
     lines += ["", *where] if where else []
     before = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
     after = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_after"])

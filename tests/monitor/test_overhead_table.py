@@ -81,3 +81,34 @@ def test_a_ratio_just_past_its_target_never_prints_equal_to_it(tmp_path):
     row = next(x for x in rows if "one-thread CPU time: 2.5" in x and "B = 1024" in x)
     assert "one-thread CPU time: 2.501x" in row and row.endswith("| **not met** |")
 
+
+
+def test_the_cold_step_sentence_follows_its_measurement(tmp_path):
+    """The CNN's cold monitor.step() against a warm one, and what the target leaves, each
+    computed from the JSON the sentence is rendered from."""
+
+    def cold(after_cnn, warm, baseline):
+        def change(result):
+            result["results"]["cnn_cold_step"] = {
+                "monitor_step_seconds_median": {"after_the_cnn": after_cnn,
+                                                "after_another_monitor": warm},
+                "steps": 7,
+            }
+            result["results"]["cnn"]["step_seconds_median"]["baseline"] = baseline
+            result["targets"]["cnn_default_every_step"] = 1.03
+
+        return change
+
+    text = monitor_overhead(_copy(tmp_path / "a", cold(0.0024, 0.0012, 0.05)))
+    sentence = next(line for line in text.splitlines() if "Where the CNN's" in line)
+    assert sentence == (
+        "Where the CNN's default-preset step goes: right after the CNN's backward and optimizer "
+        "step, `monitor.step()` takes 2.4 ms (median of 7 steps); a second Monitor logging the "
+        "same batch right after it takes 1.2 ms, the same work with its code and buffers back "
+        "in the caches the CNN's step evicted (2.00x). The target of 1.03x leaves 1.5 ms per "
+        "step.")
+
+    def without(result):
+        result["results"].pop("cnn_cold_step", None)
+
+    assert "Where the CNN's" not in monitor_overhead(_copy(tmp_path / "b", without))
