@@ -816,6 +816,7 @@ def main(argv: list[str] | None = None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
+    interrupted = "nothing was written"  # what an interruption leaves, as the command says
     try:
         if arguments.command == "report":
             from gradlab.progress import set_progress_mode
@@ -917,6 +918,8 @@ def main(argv: list[str] | None = None) -> int:
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             from gradlab.plotting.monitor import plot_runs
 
+            interrupted = (f"figures drawn before it stay in {str(out)!r}, listed as gradlab's: "
+                           "the next plot there replaces them")  # fmt: skip
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 written = plot_runs(arguments.run_dir, out, arguments.label, **points)
@@ -928,10 +931,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
     except _Terminated:
-        print("gradlab: terminated (SIGTERM); nothing was written", file=sys.stderr)
+        print(f"gradlab: terminated (SIGTERM); {interrupted}", file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print("gradlab: interrupted; nothing was written", file=sys.stderr)
+        print(f"gradlab: interrupted; {interrupted}", file=sys.stderr)
         return 130
     except OSError as error:
         if error.filename is None and error.errno not in WRITE_FAILURES:

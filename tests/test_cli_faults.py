@@ -469,3 +469,37 @@ def test_an_output_file_ending_in_a_separator_is_refused_as_a_folder(tmp_path, c
                    f"{wanted!r}, which names a folder (it ends in a separator): add the file's "
                    f"name (see gradlab {command[0]} --help)\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_plot_says_what_it_left_and_the_next_plot_replaces_it(
+    tmp_path, capsys, monkeypatch
+):
+    """Interrupted after its first figure, plot said "nothing was written", left that figure
+    unlisted, and the next plot refused it as a file gradlab did not write."""
+    from matplotlib.figure import Figure
+
+    run = _log(tmp_path / "run", [json.dumps({"header": {}}).encode(),
+                                  json.dumps({"step": 0, "loss": 0.5,
+                                              "embedding_norm_mean": 1.0}).encode()])
+    figures = run / "figures"
+    save = Figure.savefig
+    saved = []
+
+    def interrupted_at_the_second(self, path, *args, **kwargs):
+        if saved:
+            raise KeyboardInterrupt
+        saved.append(Path(path).name)
+        return save(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", interrupted_at_the_second)
+    code, out, err = _run(["plot", str(run)], capsys)
+    assert (code, out) == (130, "")
+    assert err == (f"gradlab: interrupted; figures drawn before it stay in {str(figures)!r}, "
+                   "listed as gradlab's: the next plot there replaces them\n")
+    assert [path.name for path in figures.glob("*.png")] == saved
+    monkeypatch.setattr(Figure, "savefig", save)
+    code, out, err = _run(["plot", str(run)], capsys)
+    assert (code, err) == (0, "")
+    written = sorted(line.removeprefix("wrote ") for line in out.splitlines())
+    assert sorted(map(str, figures.glob("*.png"))) == written
+    assert len(written) == 3  # loss, embeddings and the overview

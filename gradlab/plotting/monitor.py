@@ -475,8 +475,9 @@ def plot_runs(
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
     if undrawn is not None:
         warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())
-    _refuse_files_not_ours(folder, [*(f"{family}.png" for family in present),
-                                    *(["overview.png"] if overview else [])])  # fmt: skip
+    to_write = [*(f"{family}.png" for family in present), *(["overview.png"] if overview else [])]
+    _refuse_files_not_ours(folder, to_write)
+    _list_ahead(folder, to_write)
     with gradlab_style():  # the caller's matplotlib settings come back after it
         written = []
         for family, keys in present.items():
@@ -519,6 +520,17 @@ def _refuse_files_not_ours(folder: Path, names: list[str]) -> None:
             f"plot did not write (it lists its own figures in {FIGURE_LIST}) and would replace: "
             "plot into another folder, or move those files away"
         )
+
+
+def _list_ahead(folder: Path, names: list[str]) -> None:
+    """List ``names`` with the earlier plots' figures in :data:`FIGURE_LIST` before drawing any
+    (none of them is a file of the user's: :func:`_refuse_files_not_ours` came first). A plot
+    interrupted half-way then leaves a list naming every figure it may have written, and the
+    next plot replaces or removes them instead of refusing them as files gradlab did not
+    write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    listed = _figures_of_earlier_plots(folder) | set(names)
+    (folder / FIGURE_LIST).write_text(json.dumps(sorted(listed)))
 
 
 def _remove_stale(folder: Path, written: list[Path]) -> None:
