@@ -50,6 +50,7 @@ from gradlab.validation import (
     check_bool,
     check_finite,
     check_in_range,
+    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
@@ -951,6 +952,8 @@ def temperature_gradient(
             raise GradlabError(f"scale must be a number or a 1-element tensor; got shape "
                                f"{tuple(scale.shape)}")  # fmt: skip
         check_tensor("scale", scale, ndims=tuple(range(scale.dim() + 1)), kind="any_real")
+        if not scores.is_meta:  # a meta scale has no value to bring to the scores
+            check_real_device(scale=scale)
         scale = scale.detach().reshape(()).to(device=scores.device, dtype=torch.float64)
         valid = (scale >= 1e-30) & (scale <= 1e30)  # the number's range; False for NaN
     else:

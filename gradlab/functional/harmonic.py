@@ -208,14 +208,20 @@ def _check_counts(**counts: object) -> None:
                            ) from None  # fmt: skip
 
 
-def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> None:
+def _check_rate_counts(
+    function: str, a: torch.Tensor, count: torch.Tensor, sum_fits: bool = False
+) -> None:
     """Refuse NaN, ``a < 0``, ``count < 0`` or an infinite count anywhere, named as the rate's
     caller passed them, in one read: the rate's gap would otherwise refuse ``a > a + count``
-    (or a NaN) naming ``b``, an argument the caller never gave."""
+    (or a NaN) naming ``b``, an argument the caller never gave. ``sum_fits``: also refuse an
+    ``a + count`` that overflows the dtype (the harmonic gap would be inf; the discount's own
+    limit refuses such counts by name)."""
     if not (a.numel() and count.numel()) or not value_checks_enabled():
         return
+    total = a + count if sum_fits else None
     flags = torch.stack([a.isnan().any(), count.isnan().any(), (a < 0).any(),
-                         (count < 0).any(), a.isinf().any(), count.isinf().any()]).tolist()
+                         (count < 0).any(), a.isinf().any(), count.isinf().any(),
+                         *([total.isinf().any()] if sum_fits else [])]).tolist()
     named = (("a", a), ("count", count))
     for (name, value), has_nan in zip(named, flags[:2], strict=True):
         if has_nan:
@@ -224,10 +230,15 @@ def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> N
         if negative:
             raise GradlabError(f"{name} must be a count, at least 0, for {function}; got "
                                f"{number_text(value.min())}")  # fmt: skip
-    for (name, value), endless in zip(named, flags[4:], strict=True):
+    for (name, value), endless in zip(named, flags[4:6], strict=True):
         if endless:  # a bin past every count, or an endless one: the rate has no value here
             raise GradlabError(f"{name} must be a finite count for {function}; got inf in "
                                f"{int(value.isinf().sum())} of {value.numel()} entries")
+    if sum_fits and flags[6]:  # finite counts whose sum overflows: the gap would be inf
+        raise GradlabError(
+            f"a + count must be finite in {str(total.dtype).removeprefix('torch.')} for "
+            f"{function}; it overflows in {int(total.isinf().sum())} of {total.numel()} "
+            "entries: pass float64 counts")
 
 
 def _nan_message(name: str, function: str, count: torch.Tensor) -> str:
@@ -378,7 +389,7 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     check_harmonic_method(method)
     _check_counts(a=a, count=count)
     check_real_device(a=a, count=count)  # their signs are read
-    _check_rate_counts("harmonic_rate", a, count)
+    _check_rate_counts("harmonic_rate", a, count, sum_fits=True)
     return _rate(harmonic_gap, _harmonic_derivative, a, count, method)
 
 
@@ -479,6 +490,12 @@ def harmonic_log_error(
         if np.any(values < least):
             raise GradlabError(f"{name} must be at least {least} for harmonic_log_error; got "
                                f"{number_text(values.min())}")  # fmt: skip
+    with np.errstate(over="ignore"):  # the overflow is the refusal below, not a warning
+        total = a_arr + n_arr + 1.0  # the exact value's digamma argument
+    if not np.all(np.isfinite(total)):
+        raise GradlabError("a + n must stay below float64's largest number (about 1.8e308) for "
+                           f"harmonic_log_error; it overflows in {int((~np.isfinite(total)).sum())}"
+                           f" of {total.size} entries")  # fmt: skip
     if precision == "float64":
         digamma = require("scipy.special", "audit", "harmonic_log_error").digamma
         exact = digamma(a_arr + n_arr + 1.0) - digamma(a_arr + 1.0)
@@ -502,9 +519,12 @@ def harmonic_log_error(
 
         with mpmath.workdps(50):  # local precision: a global setting would leak to callers
             error = np.vectorize(one, otypes=[np.float64])(a_arr, n_arr)
+        error = error[()]  # 0-d input: a NumPy scalar, as the float64 path's ufuncs give
     else:
         raise GradlabError(f"precision must be 'float64' or 'mpmath'; got {precision!r}")
-    paper_bound = n_arr / (2.0 * a_arr**2)
-    total = a_arr + n_arr
-    asymptotic = n_arr / (2.0 * a_arr * total) - (1.0 / a_arr**2 - 1.0 / total**2) / 12.0
+    # Quotients before squares: a**2 overflows past a = 1.3e154, where n / (2 a^2) and the
+    # expansion's terms are still numbers (or round to 0, as they should).
+    half, total = 0.5 * n_arr, a_arr + n_arr
+    paper_bound = half / a_arr / a_arr
+    asymptotic = half / total / a_arr - ((1.0 / a_arr) ** 2 - (1.0 / total) ** 2) / 12.0
     return HarmonicLogError(error, paper_bound, asymptotic)

@@ -48,6 +48,7 @@ from gradlab.functional.harmonic import (
     discount_rate,
     harmonic_rate,
 )
+from gradlab.memory import refuse_beyond_free, refused_when_out_of_memory
 from gradlab.validation import (
     check_positive_int,
     check_real_device,
@@ -131,7 +132,8 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
 
     Raises:
         GradlabError: ``distances`` is not a float tensor or holds NaN (a NaN distance has no
-            bin; one host read), or ``num_bins`` not a positive int.
+            bin; one host read), ``num_bins`` not a positive int, or the weights more than
+            the device could allocate.
 
     Example:
         >>> triangular_kernel(torch.tensor([0.25, 2.0]), num_bins=3)
@@ -147,7 +149,24 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
         if bool(nan.any()):  # an infinite distance weighs no bin; a NaN gave NaN weights
             raise GradlabError(f"distances must not be NaN (a NaN distance has no bin); got "
                                f"{int(nan.sum())} NaN of {distances.numel()}")  # fmt: skip
-    return _triangular_kernel(distances, num_bins)
+    # the weights' bytes, and the bins' centres
+    need = (distances.numel() + 1) * num_bins * distances.element_size()
+
+    def refusal(needed: str, free: str | None) -> str:
+        beyond = "could allocate" if free is None else f"has free ({free} GiB)"
+        return (f"num_bins = {num_bins} asks for {distances.numel()} x {num_bins} weights "
+                f"({needed} GiB), more than {distances.device} {beyond}: pass fewer bins or "
+                "fewer distances")  # fmt: skip
+
+    if need > _FREE_MEMORY_READ_FROM:  # read the free memory only for large weights
+        refuse_beyond_free(need, str(distances.device), refusal)
+    with refused_when_out_of_memory(refusal(f"{need / 2**30:.1f}", None)):
+        return _triangular_kernel(distances, num_bins)
+
+
+_FREE_MEMORY_READ_FROM = 1 << 30
+"""Weights of :func:`triangular_kernel` past this many bytes are first compared with the
+device's free memory (an allocation the system overcommits would fail only when written)."""
 
 
 def _triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:

@@ -83,6 +83,11 @@ def _collisions(name: str, values: torch.Tensor | None, scores: torch.Tensor
     real one unless the scores are meta too."""
     if values is None:
         return None
+    if isinstance(values, tuple) and len(values) != 2:
+        raise GradlabError(
+            f"{name} must be a tensor [B] or a pair (queries' [Q], candidates' [C]); got a "
+            f"tuple of {len(values)}"
+        )
     rows, columns = values if isinstance(values, tuple) else (values, values)
     kind = "integer" if name == "labels" else "any"  # labels are integers (the glossary)
     for part, size, what in ((rows, scores.shape[0], "one per query"),

@@ -599,6 +599,18 @@ def test_a_scale_tensor_that_is_not_a_real_number_is_refused_by_name(bad):
     assert str(caught.value) == f"scale must have a real floating or integer dtype; got {bad.dtype}"
 
 
+def test_a_meta_scale_tensor_is_refused_by_name_unless_the_scores_are_meta_too():
+    # "Cannot copy out of meta tensor; no data!", a NotImplementedError
+    scores, eye = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.eye(2, dtype=torch.bool)
+    meta = torch.tensor(2.0, device="meta")
+    with pytest.raises(GradlabError) as caught:
+        geometry.temperature_gradient(scores, eye, meta)
+    assert str(caught.value) == ("scale is a meta tensor (a shape without values); pass a tensor "
+                                 "on a real device (cpu, cuda, ...)")
+    shape_only = geometry.temperature_gradient(scores.to("meta"), eye.to("meta"), meta)
+    assert (shape_only.device.type, shape_only.shape) == ("meta", torch.Size([]))
+
+
 @pytest.mark.parametrize("scale", [1e-30, 0.5, 3, 1e30])
 def test_a_scale_tensor_inside_the_range_equals_the_number_bounds_included(scale):
     # The tensor path's range test is [1e-30, 1e30] as the number's, both ends included; an

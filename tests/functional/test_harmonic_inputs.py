@@ -327,6 +327,40 @@ def test_harmonic_log_error_refuses_counts_it_cannot_hold(a, n, message):
     assert str(raised.value) == message
 
 
+@pytest.mark.parametrize(("a", "n"), [(1e308, 1e308), ([3.0, 1.7e308], [1.0, 1e307])])
+def test_harmonic_log_error_refuses_counts_whose_sum_overflows(a, n):
+    # digamma(inf) made the error -inf, with overflow warnings, silently
+    with pytest.raises(GradlabError) as raised:
+        harmonic_log_error(np.asarray(a), np.asarray(n))
+    assert str(raised.value) == (
+        "a + n must stay below float64's largest number (about 1.8e308) for harmonic_log_error; "
+        "it overflows in 1 of 1 entries" if np.ndim(a) == 0 else
+        "a + n must stay below float64's largest number (about 1.8e308) for harmonic_log_error; "
+        "it overflows in 1 of 2 entries")
+
+
+@pytest.mark.filterwarnings("error")  # an overflow warning fails the test
+@pytest.mark.parametrize(("a", "n"), [(1e160, 1e170), (1e300, 1e305), (3.0, 1e200)])
+def test_the_bound_and_the_expansion_of_huge_counts_are_numbers_not_overflows(a, n):
+    # a**2 overflowed past a = 1.3e154: the bound n / (2 a^2) came back 0 with warnings
+    mpmath = pytest.importorskip("mpmath")
+    result = harmonic_log_error(a, n)
+    with mpmath.workdps(60):
+        x, k = mpmath.mpf(a), mpmath.mpf(n)
+        bound = float(k / (2 * x**2))
+        expansion = float(k / (2 * x * (x + k)) - (1 / x**2 - 1 / (x + k) ** 2) / 12)
+    assert float(result.paper_bound) == pytest.approx(bound, rel=1e-14, abs=0.0)
+    assert float(result.asymptotic) == pytest.approx(expansion, rel=1e-14, abs=0.0)
+
+
+def test_a_single_count_gives_numpy_scalars_in_either_precision():
+    # mpmath's error of 0-d counts was a 0-d array, float64's a scalar
+    pytest.importorskip("mpmath")
+    for precision in ("float64", "mpmath"):
+        result = harmonic_log_error(np.array(5.0), np.array(100.0), precision=precision)
+        assert [type(value) for value in result] == [np.float64] * 3, precision
+
+
 @pytest.mark.parametrize(("n", "message"), [
     (3.0, "n must be a torch.Tensor; got float"),
     (torch.tensor([1 + 0j]), "n must have a real floating or integer dtype; got torch.complex64"),
@@ -402,3 +436,19 @@ def test_an_infinite_count_of_harmonic_rate_is_refused_by_name(method, name):
         harmonic_rate(values["a"], values["count"], method)
     assert str(raised.value) == (
         f"{name} must be a finite count for harmonic_rate; got inf in 1 of 2 entries")
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_counts_whose_sum_overflows_their_dtype_are_refused(method):
+    # a = 1e38, count = 3e38 in float32: a + count is inf, and the log rate came back inf
+    largest = torch.finfo(torch.float32).max
+    a = torch.tensor([1.0, largest / 2])
+    count = torch.tensor([2.0, largest * 0.75])
+    assert torch.isinf(a + count).tolist() == [False, True]  # finite counts, an endless sum
+    with pytest.raises(GradlabError) as raised:
+        harmonic_rate(a, count, method)
+    assert str(raised.value) == (
+        "a + count must be finite in float32 for harmonic_rate; it overflows in 1 of 2 "
+        "entries: pass float64 counts")
+    wide = harmonic_rate(a.double(), count.double(), method)  # the same counts in float64
+    assert torch.isfinite(wide).all()

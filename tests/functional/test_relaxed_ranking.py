@@ -723,3 +723,22 @@ def test_the_dcg_count_limit_is_per_query_and_inclusive():
     assert str(raised.value) == (
         "level_counts must hold at most 1e+07 items per query (the discount stand-ins are "
         "defined up to that many); got 10000001")
+
+
+@pytest.mark.parametrize("num_bins", [2**40, 2**62])
+def test_triangular_kernel_refuses_weights_beyond_the_free_memory_before_allocating(num_bins):
+    # an allocator's RuntimeError ("enforce fail at alloc_cpu.cpp"), or a storage size overflow
+    from gradlab.memory import available_bytes
+
+    free = available_bytes("cpu")
+    if free is None:
+        pytest.skip("this system does not say how much memory is free")
+    distances = torch.rand(5)
+    need = 6 * num_bins * 4  # the 5 x num_bins float32 weights and the centres
+    assert need > free
+    with pytest.raises(GradlabError) as raised:
+        triangular_kernel(distances, num_bins)
+    said = str(raised.value)
+    assert said.startswith(f"num_bins = {num_bins} asks for 5 x {num_bins} weights "
+                           f"({need / 2**30:.1f} GiB), more than cpu has free (")
+    assert said.endswith(" GiB): pass fewer bins or fewer distances")

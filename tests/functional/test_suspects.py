@@ -163,6 +163,12 @@ _TWO = torch.eye(2, dtype=torch.bool)
      "labels must have shape (3,) (one per candidate); got (2,)"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, labels=torch.tensor([0.0, 1.0])),
      "labels must have an integer dtype; got torch.float32"),
+    # a tuple of three or one: "too many values to unpack", a ValueError
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO,
+                                     labels=(torch.zeros(2, dtype=torch.long),) * 3),
+     "labels must be a tensor [B] or a pair (queries' [Q], candidates' [C]); got a tuple of 3"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, hashes=(torch.zeros(2),)),
+     "hashes must be a tensor [B] or a pair (queries' [Q], candidates' [C]); got a tuple of 1"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=2e6),
      "margin must be a finite number in [0, 1e+06]; got 2000000.0"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=1e6 + 0.5),
