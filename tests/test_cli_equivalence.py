@@ -170,7 +170,7 @@ def test_a_batch_too_large_for_this_machine_is_refused_in_one_line(capsys):
     "argv",
     [
         ["gradient-cache", "--batch-size", "2", "--loss", "smooth-ap"],
-        ["accumulation", "--batch-size", "2", "--micro-batches", "1", "--loss", "max-violation"],
+        ["accumulation", "--batch-size", "2", "--micro-batches", "2", "--loss", "max-violation"],
     ],
 )
 def test_a_reference_with_a_zero_gradient_is_one_line_and_exit_2_not_equivalent(capsys, argv):

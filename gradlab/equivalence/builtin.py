@@ -177,7 +177,9 @@ def check_builtin(
 
     Raises:
         GradlabError: a bad name or option, or an option the candidate does not read
-            (:data:`OPTION_USERS`: it would be ignored), checked before any work; a batch
+            (:data:`OPTION_USERS`: it would be ignored), or one that leaves the trick nothing
+            to do (one process to gather from, one micro-batch to accumulate: a check that
+            could not fail), checked before any work; a batch
             whose check would need more memory than this machine has free
             (:data:`PEAK_SCORE_MATRICES`).
 
@@ -228,6 +230,14 @@ def check_builtin(
     if candidate == "accumulation" and (batch_size // processes) % micro_batches:
         raise GradlabError(f"--micro-batches must divide the batch size per process "
                            f"({batch_size // processes}); got {micro_batches}")  # fmt: skip
+    if candidate in DEFAULT_PROCESSES and processes == 1:
+        raise GradlabError(f"--processes 1 leaves {candidate} nothing to gather: the check would "
+                           "compare the whole batch with itself and could not fail; pass at "
+                           "least 2")  # fmt: skip
+    if candidate == "accumulation" and micro_batches == 1 and processes == 1:
+        raise GradlabError("--micro-batches 1 leaves accumulation one micro-batch, the whole "
+                           "batch: the check would compare it with itself and could not fail; "
+                           "pass at least 2")  # fmt: skip
     memory = 2 * batch_size if candidate.startswith("memory") else 0
     _check_fits(candidate, batch_size, batch_size + memory, processes, dtype)
     model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)

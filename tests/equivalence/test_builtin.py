@@ -264,6 +264,28 @@ def test_an_option_the_candidate_does_not_read_is_refused(candidate, options, me
         check_builtin(candidate, **options)
 
 
+@pytest.mark.parametrize(
+    ("candidate", "options", "message"),
+    [*((name, {"processes": 1}, f"--processes 1 leaves {name} nothing to gather: the check "
+       "would compare the whole batch with itself and could not fail; pass at least 2")
+       for name in ("gather", "gather-no-grad", "local-loss", "local-loss-no-grad")),
+     ("accumulation", {"micro_batches": 1}, "--micro-batches 1 leaves accumulation one "
+      "micro-batch, the whole batch: the check would compare it with itself and could not "
+      "fail; pass at least 2")],
+)
+def test_an_option_that_leaves_the_trick_nothing_to_do_is_refused(candidate, options, message):
+    # each passed as EQUIVALENT: the whole batch compared with itself
+    with pytest.raises(GradlabError) as raised:
+        check_builtin(candidate, **options)
+    assert str(raised.value) == message
+
+
+def test_one_micro_batch_per_process_of_several_is_still_checked():
+    # two processes, each its own loss: the trick is there (and loses negatives)
+    result = check_builtin("accumulation", processes=2, micro_batches=1, batch_size=8)
+    assert not result.equivalent
+
+
 def test_the_candidate_name_is_checked_before_its_options():
     with pytest.raises(GradlabError, match=r"^candidate must be one of gradient-cache, "):
         check_builtin("gradient-caches", micro_batches=3)
