@@ -560,8 +560,9 @@ def _run_plan(arguments: argparse.Namespace) -> None:
         absent = False  # not a device: check_device says so in one line
     if not absent:  # a CUDA device that is not here is estimated for
         check_device(device)
+    # a device that is not here is estimated for by plan itself (and named so when it cannot)
     result = plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class,
-                  device, estimate=arguments.estimate or absent)  # fmt: skip
+                  device, estimate=arguments.estimate)  # fmt: skip
     print(format_plan(result))
 
 

@@ -145,6 +145,11 @@ def test_plan_takes_loss_names_with_hyphens_as_check_equivalence_does(capsys):
         (["--batch-size", "384", "--dim", "512", "--device", "cuda:x"], "--device must be"),
         (["--batch-size", "384", "--dim", "512", "--loss", "fast_ap", "--estimate"],
          "'fast_ap' has no stated memory model"),
+        # --estimate was named though not given
+        *([(["--batch-size", "384", "--dim", "512", "--loss", "fast_ap", "--device", "cuda"],
+            "gradlab: loss 'fast_ap' has no stated memory model; measure it where the device is "
+            "(no cuda device is here; --device cpu runs here)")]
+          if not torch.cuda.is_available() else []),
         (["--dim", "512"], "the following arguments are required: --batch-size"),
     ],
 )
