@@ -276,7 +276,7 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
                        help="epochs per m (p-vs-batch-size: P averages the last) "
                        "(default: %(default)s)")
     study.add_argument("--seeds", type=lambda text: _int_list(text, "0,1,2"), default=[0],
-                       help="comma-separated distinct seeds >= 0 (default: 0)")
+                       help="comma-separated distinct seeds from 0 to 4294967295 (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
     study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
     study.add_argument("--loader-workers", type=int, default=0, metavar="N",

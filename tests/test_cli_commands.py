@@ -20,6 +20,7 @@ import torch
 import gradlab
 from gradlab.cli import check_device, check_report_folder, main
 from gradlab.errors import GradlabError
+from gradlab.validation import MAX_SEED
 from tests.helpers.home import home_and_work
 
 
@@ -96,7 +97,7 @@ HELP = {
         "--image-size": ("(default: 224)", "(default: 224)"),
         "--batch-sizes": ("m values, multiples of 4", "64 for losses and anatomy)"),
         "--epochs": ("epochs per m", "(default: 1)"),
-        "--seeds": ("comma-separated distinct seeds >= 0", "(default: 0)"),
+        "--seeds": (f"comma-separated distinct seeds from 0 to {MAX_SEED}", "(default: 0)"),
         "--lr": ("Adam", "(default: 1e-05)"),
         "--amp": ("mixed precision", "(default: off)"),
         "--loader-workers": ("processes that load and augment the images",
