@@ -93,8 +93,10 @@ def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tens
         )
     if scores.shape[0] != scores.shape[1]:
         raise GradlabError(
-            "positives given as labels needs a square, paired score matrix; got scores of shape "
-            f"{tuple(scores.shape)} (pass a [Q, C] bool mask instead)"
+            "positives given as labels needs a square, paired score matrix [B, B]; got scores "
+            f"of shape {tuple(scores.shape)} (these losses take a score matrix such as "
+            "z @ z.T of unit rows, not the embeddings; for a rectangular one pass a [Q, C] bool "
+            "mask)"
         )
     check_shape("positives", positives, scores.shape[:1], "one label per row")
     return positives.unsqueeze(1) == positives.unsqueeze(0)

@@ -93,3 +93,18 @@ def test_the_advised_learnable_scales_give_the_losses_of_those_scales():
     assert sigmoid.item() == pytest.approx(expected, rel=1e-12, abs=0)
     (value + sigmoid).backward()
     assert all(p.grad is not None and p.grad != 0 for p in (logit_scale, t, b))
+
+
+@pytest.mark.parametrize("loss_fn", [NTXentLoss(0.1), gradlab.MaxViolationTripletLoss(0.2),
+                                     SigLIPLoss()])
+def test_embeddings_with_labels_are_told_apart_from_scores_in_the_message(loss_fn):
+    # pytorch-metric-learning's NTXentLoss takes (embeddings, labels): called the same way,
+    # the message advised a bool mask, with which the same mistake is silent
+    embeddings = torch.randn(8, 16)
+    labels = torch.arange(4).repeat_interleave(2)
+    with pytest.raises(GradlabError) as raised:
+        loss_fn(embeddings, labels)
+    assert str(raised.value) == (
+        "positives given as labels needs a square, paired score matrix [B, B]; got scores of "
+        "shape (8, 16) (these losses take a score matrix such as z @ z.T of unit rows, not the "
+        "embeddings; for a rectangular one pass a [Q, C] bool mask)")
