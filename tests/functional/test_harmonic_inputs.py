@@ -327,6 +327,7 @@ def test_harmonic_log_error_refuses_counts_it_cannot_hold(a, n, message):
     assert str(raised.value) == message
 
 
+@pytest.mark.filterwarnings("error")  # refused, with no overflow warning first
 @pytest.mark.parametrize(("a", "n"), [(1e308, 1e308), ([3.0, 1.7e308], [1.0, 1e307])])
 def test_harmonic_log_error_refuses_counts_whose_sum_overflows(a, n):
     # digamma(inf) made the error -inf, with overflow warnings, silently
@@ -452,3 +453,11 @@ def test_counts_whose_sum_overflows_their_dtype_are_refused(method):
         "entries: pass float64 counts")
     wide = harmonic_rate(a.double(), count.double(), method)  # the same counts in float64
     assert torch.isfinite(wide).all()
+
+
+def test_the_discount_rate_refuses_such_counts_by_its_own_limit():
+    # its limit of 1e7 counts comes first, not the harmonic rate's float64 advice
+    largest = torch.finfo(torch.float32).max
+    with pytest.raises(GradlabError) as raised:
+        discount_rate(torch.tensor([largest / 2]), torch.tensor([largest * 0.75]), "log")
+    assert str(raised.value).startswith("a must be at most 1e+07 for discount_rate")

@@ -742,3 +742,22 @@ def test_triangular_kernel_refuses_weights_beyond_the_free_memory_before_allocat
     assert said.startswith(f"num_bins = {num_bins} asks for 5 x {num_bins} weights "
                            f"({need / 2**30:.1f} GiB), more than cpu has free (")
     assert said.endswith(" GiB): pass fewer bins or fewer distances")
+
+
+def test_triangular_kernel_refuses_an_allocation_that_fails_below_the_free_memory_check(
+    monkeypatch,
+):
+    # weights under 1 GiB are not compared with the free memory first; the allocator failing
+    # anyway (a fragmented or limited process) is the same one message, not its RuntimeError
+    def failing(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 67108864 bytes")
+
+    num_bins = 2**24  # 6 x 2**24 float32 numbers: 0.375 GiB, below the free-memory check
+    distances = torch.rand(5)
+    monkeypatch.setattr(torch, "arange", failing)
+    with pytest.raises(GradlabError) as raised:
+        triangular_kernel(distances, num_bins)
+    assert str(raised.value) == (
+        f"num_bins = {num_bins} asks for 5 x {num_bins} weights ({6 * num_bins * 4 / 2**30:.1f} "
+        "GiB), more than cpu could allocate: pass fewer bins or fewer distances")
