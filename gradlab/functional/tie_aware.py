@@ -85,8 +85,17 @@ class TieGroups:
         return out.scatter_add_(1, self.group_of_rank, ranked)
 
 
+_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
 def _check_scores_and_labels(scores: object, labels: object, name: str, kind: str) -> bool:
     check_tensor("scores", scores, ndims=(1, 2), kind="any_real", finite=True)
+    if scores.dtype in _UNSIGNED:  # -distance wrapped around silently: -1 is 255 in uint8
+        raise GradlabError(
+            f"scores must have a signed dtype; got {scores.dtype} (a negated unsigned distance "
+            "wraps around: -1 is 255 in uint8): pass scores.long(), or -distance.long() for "
+            "distances"
+        )
     check_tensor(name, labels, ndims=(1, 2), kind=kind)
     check_shape(name, labels, scores.shape, "one value per score")
     check_same_device(scores=scores, **{name: labels})
@@ -97,9 +106,10 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     """Tie-aware average precision per query (He et al. 2018, suppl., Eq. 2-3; McSherry & Najork).
 
     Args:
-        scores: ``[C]`` or ``[Q, C]`` real or integer scores; larger ranks higher, equal
-            scores are tied. Pass ``-distance`` for distances, in a signed dtype (negated
-            ``uint8`` distances wrap around: ``-1`` is 255).
+        scores: ``[C]`` or ``[Q, C]`` real or signed integer scores; larger ranks higher,
+            equal scores are tied. Pass ``-distance`` for distances, in a signed dtype
+            (unsigned scores are refused: negated ``uint8`` distances wrap around, ``-1`` is
+            255).
         positives: bool tensor of the same shape, ``True`` where an item is relevant.
 
     Returns:
@@ -257,7 +267,8 @@ def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (He et al. 2018, Eq. 4-7).
 
     Args:
-        scores: ``[C]`` or ``[Q, C]``; larger ranks higher, equal scores are tied.
+        scores: ``[C]`` or ``[Q, C]`` real or signed integer scores; larger ranks higher,
+            equal scores are tied (unsigned scores are refused, as by :func:`tie_aware_ap`).
         gains: float tensor of the same shape, the gain of each candidate (e.g. ``2^rel - 1``).
 
     Returns:

@@ -502,3 +502,21 @@ def test_a_perfect_ranking_has_ap_exactly_one_and_no_ranking_exceeds_one(size):
         positives = torch.rand(50, size, generator=generator) < 0.5
         positives[:, 0] = True
         assert tie_aware_ap(scores, positives).max().item() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("measure", [tie_aware_ap, tie_aware_dcg, tie_aware_ndcg])
+def test_unsigned_scores_are_refused_as_a_negated_distance_wraps_around(measure, dtype):
+    # -hamming in uint8 is 256 - hamming: the nearest candidates ranked last, silently
+    hamming = torch.tensor([[1, 2, 3]]).to(dtype)
+    relevance = torch.tensor([[True, False, True]])
+    labels = relevance if measure is tie_aware_ap else relevance.double()
+    with pytest.raises(GradlabError) as raised:
+        measure(-hamming if dtype == torch.uint8 else hamming, labels)
+    assert str(raised.value) == (
+        f"scores must have a signed dtype; got {dtype} (a negated unsigned distance wraps "
+        "around: -1 is 255 in uint8): pass scores.long(), or -distance.long() for distances")
+    # the advised form: the nearest candidates first, the reference loop's AP
+    if measure is tie_aware_ap:
+        assert measure(-hamming.long(), labels).tolist() == [
+            average_precision([-1, -2, -3], [True, False, True])]
