@@ -298,16 +298,23 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
 RENDER_READS = ("--out", "--render")
 """The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
 
+STUDY_STAGING = ".gradlab-study.partial"
+"""The folder inside ``--out`` where ``gradlab study`` writes a run's files before it moves them
+into place (and removes them if it is interrupted or fails)."""
+
 
 def _given(arguments: argparse.Namespace) -> list[tuple[str, str]]:
     """``(--option, its value as typed, after a space)`` of every ``gradlab study`` option whose
-    value is not the parser's default (a flag's value is empty), in the parser's order."""
+    value is not its default (the parser's, or the study's own batch sizes; a flag's value is
+    empty), in the parser's order."""
     probe = argparse.ArgumentParser(add_help=False)
     _add_study_arguments(probe)
     given = []
     for dest, default in vars(probe.parse_args([arguments.name])).items():
         value = getattr(arguments, dest)
-        if dest == "name" or value == default:
+        if dest == "name" or value == default or (
+            dest == "batch_sizes" and value == DEFAULT_STUDY_BATCH_SIZES[arguments.name]
+        ):
             continue
         if isinstance(value, bool):
             text = ""
@@ -380,16 +387,38 @@ def _run_study(arguments: argparse.Namespace) -> None:
                  if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
     from gradlab.monitor.sinks import encode_value
 
-    out.mkdir(parents=True, exist_ok=True)
-    for path in replaced:  # --overwrite: the earlier run's files go before any of this one's
-        path.unlink(missing_ok=True)
-        print(f"removed {path}")
-    for file_name, value in files.items():  # standard JSON: NaN as the string "NaN"
-        write_text(out / file_name, json.dumps(encode_value(value), indent=2, allow_nan=False)
-                   + "\n")  # fmt: skip
-        print(f"wrote {out / file_name}")
-    for path in write_study_report(name, results, out):
-        print(f"wrote {path}")
+    # Everything is written into a staging folder inside --out first: an interrupted or failed
+    # run leaves --out as it was (an earlier run's results included), and only the last step,
+    # a few renames, replaces them.
+    staging = out / STUDY_STAGING
+    created = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
+    try:
+        shutil.rmtree(staging, ignore_errors=True)  # a run killed before its own cleanup
+        staging.mkdir(parents=True)
+        for file_name, value in files.items():  # standard JSON: NaN as the string "NaN"
+            write_text(staging / file_name, json.dumps(encode_value(value), indent=2,
+                                                       allow_nan=False) + "\n")  # fmt: skip
+        staged = [staging / file_name for file_name in files]
+        staged += write_study_report(name, results, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # the folders this run made, if still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    try:
+        for path in replaced:  # --overwrite: the earlier run's files go before this one's come
+            path.unlink(missing_ok=True)
+            print(f"removed {path}")
+        for path in staged:
+            os.replace(path, out / path.name)
+            print(f"wrote {out / path.name}")
+        staging.rmdir()
+    except KeyboardInterrupt as error:  # main() says what this leaves
+        shutil.rmtree(staging, ignore_errors=True)
+        error.left = (f"the new results were being moved into {str(out)!r}: it may hold part "
+                      "of each run; run the study again with --overwrite")  # fmt: skip
+        raise
     if name == "p-vs-batch-size":
         from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
 
@@ -931,11 +960,12 @@ def main(argv: list[str] | None = None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
-    except _Terminated:
-        print(f"gradlab: terminated (SIGTERM); {interrupted}", file=sys.stderr)
+    except _Terminated as error:
+        print(f"gradlab: terminated (SIGTERM); {getattr(error, 'left', interrupted)}",
+              file=sys.stderr)  # fmt: skip
         return 143
-    except KeyboardInterrupt:
-        print(f"gradlab: interrupted; {interrupted}", file=sys.stderr)
+    except KeyboardInterrupt as error:  # a command that left something says what (its .left)
+        print(f"gradlab: interrupted; {getattr(error, 'left', interrupted)}", file=sys.stderr)
         return 130
     except OSError as error:
         if error.filename is None and error.errno not in WRITE_FAILURES:

@@ -652,6 +652,8 @@ def studies(monkeypatch, tmp_path):
 
     def pages(name, results, out):
         calls.append(("pages", name, results, out))
+        for page in ("summary.md", "index.html"):
+            (out / page).write_text(f"the {name} study")
         return [out / "summary.md", out / "index.html"]
 
     monkeypatch.setattr(user_studies, "write_study_report", pages)
@@ -717,7 +719,10 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     results = {"kind": "p", "batch_sizes": [8, 16, 24], "seeds": [3, 4]}
     assert json.loads((out / "p_vs_batch_size.json").read_text()) == results
     assert (out / "p_vs_batch_size.json").read_text().endswith("}\n")
-    assert pages == ("pages", "p-vs-batch-size", results, out)
+    assert pages[:3] == ("pages", "p-vs-batch-size", results)
+    assert pages[3].parent == out  # drawn in a folder inside --out, then moved into it
+    assert sorted(path.name for path in out.iterdir()) == [
+        "index.html", "p_vs_batch_size.json", "summary.md"]
     assert summarized == [results]
     assert stdout.splitlines() == [
         f"wrote {out / 'p_vs_batch_size.json'}", f"wrote {out / 'summary.md'}",
@@ -824,7 +829,8 @@ def test_the_anatomy_study_writes_its_json(tmp_path, capsys, studies):
     assert options["test_list_file"] is None
     assert json.loads((out / "gradient_anatomy.json").read_text())["kind"] == "anatomy"
     assert stdout.splitlines()[0] == f"wrote {out / 'gradient_anatomy.json'}"
-    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json", "index.html",
+                                                     "summary.md"]  # fmt: skip
 
 
 def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studies, monkeypatch):
@@ -875,6 +881,24 @@ def test_render_refuses_every_option_it_does_not_read(
     option = got.split(" ")[0]
     assert err == (f"gradlab: {option} does not apply with --render (it redraws the study saved "
                    f"in --out); got {got}\n")
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_render_takes_options_at_their_defaults_the_study_s_batch_sizes_included(
+    tmp_path, capsys, studies, monkeypatch, name
+):
+    # --epochs 1 (the parser's default) was taken, the study's own default batch sizes refused
+    from gradlab.cli import DEFAULT_STUDY_BATCH_SIZES
+    from gradlab.report import user_studies
+
+    rendered = []
+    monkeypatch.setattr(user_studies, "render_study_folder",
+                        lambda name, out: rendered.append(name) or [])  # fmt: skip
+    sizes = ",".join(map(str, DEFAULT_STUDY_BATCH_SIZES[name]))
+    argv = ["study", name, "--render", "--out", str(tmp_path), "--batch-sizes", sizes,
+            "--epochs", "1"]  # fmt: skip
+    assert _run(argv, capsys)[:2] == (0, "")
+    assert rendered == [name]
 
 
 @pytest.mark.parametrize(
@@ -1050,12 +1074,16 @@ def test_plan_measures_on_the_device_that_is_here(capsys, plans, monkeypatch):
     assert plans == [("smooth_ap", 16, 8, 4, "cpu", False)]
 
 
-def test_plan_estimates_for_a_cuda_device_that_is_not_here(capsys, plans, monkeypatch):
+def test_plan_hands_a_cuda_device_that_is_not_here_to_the_planner_as_given(
+    capsys, plans, monkeypatch
+):
+    # the planner estimates for it (and names the absent device when it cannot); the command
+    # passed estimate=True, and the planner's refusal then named --estimate, never passed
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     code, _, err = _run(["plan", "--batch-size", "16", "--dim", "8", "--device", "cuda:3"],
                         capsys)  # fmt: skip
     assert (code, err) == (0, "")
-    assert plans == [("smooth_ap", 16, 8, 4, "cuda:3", True)]
+    assert plans == [("smooth_ap", 16, 8, 4, "cuda:3", False)]
 
 
 def test_plan_defaults_to_cuda_where_one_is_here(capsys, plans, monkeypatch):
@@ -1214,7 +1242,8 @@ def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, caps
     (out / "notes.txt").write_text("mine")
     argv = ["study", "anatomy", "--data", str(tmp_path), "--out", str(out)]
     assert _run(argv, capsys)[0] == 0
-    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json", "index.html",
+                                                     "notes.txt", "summary.md"]  # fmt: skip
 
 
 def test_a_study_refuses_an_out_holding_another_run_unless_overwrite_replaces_it(
@@ -1242,7 +1271,58 @@ def test_a_study_refuses_an_out_holding_another_run_unless_overwrite_replaces_it
     removed = [line for line in stdout.splitlines() if line.startswith("removed ")]
     assert removed == [f"removed {out / name}" for name in ("index.html", "loss_comparison_m8.json",
                        "loss_comparison_m8.png", "summary.md")]  # fmt: skip
-    assert sorted(p.name for p in out.iterdir()) == ["loss_comparison_m16.json", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "loss_comparison_m16.json",
+                                                     "notes.txt", "summary.md"]  # fmt: skip
+
+
+def test_an_interrupted_study_leaves_out_as_it_was_earlier_results_included(
+    tmp_path, tmp_path_factory, capsys, studies, monkeypatch
+):
+    # was: --overwrite removed the earlier run's files first, then an interruption while the
+    # figures were drawn left neither run, and the message said "nothing was written"
+    from gradlab.report import user_studies
+
+    out = tmp_path_factory.mktemp("elsewhere") / "run"
+    common = ["--data", str(tmp_path), "--out", str(out)]
+    assert _run(["study", "anatomy", *common], capsys)[0] == 0
+    first = {path.name: path.read_text() for path in out.iterdir()}
+
+    def interrupted(name, results, folder):
+        (folder / "gradient_anatomy.png").write_text("half a figure")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(user_studies, "write_study_report", interrupted)
+    code, stdout, err = _run(["study", "anatomy", *common, "--overwrite"], capsys)
+    assert (code, stdout, err) == (130, "", "gradlab: interrupted; nothing was written\n")
+    assert {path.name: path.read_text() for path in out.iterdir()} == first
+    fresh = out.parent / "new" / "deeper"  # folders the run would have made: none is left
+    code, _, err = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(fresh)],
+                        capsys)  # fmt: skip
+    assert (code, err) == (130, "gradlab: interrupted; nothing was written\n")
+    assert not (out.parent / "new").exists()
+
+
+def test_a_study_interrupted_while_moving_its_results_says_what_it_may_have_left(
+    tmp_path, tmp_path_factory, capsys, studies, monkeypatch
+):
+    out = tmp_path_factory.mktemp("elsewhere") / "run"
+    common = ["--data", str(tmp_path), "--out", str(out)]
+    assert _run(["study", "anatomy", *common], capsys)[0] == 0
+    replace, moved = os.replace, []
+
+    def interrupted_at_the_second(source, target):
+        if moved:
+            raise KeyboardInterrupt
+        moved.append(target)
+        return replace(source, target)
+
+    monkeypatch.setattr(os, "replace", interrupted_at_the_second)
+    code, stdout, err = _run(["study", "anatomy", *common, "--overwrite"], capsys)
+    assert code == 130
+    assert stdout.splitlines()[-1] == f"wrote {out / 'gradient_anatomy.json'}"
+    assert err == (f"gradlab: interrupted; the new results were being moved into {str(out)!r}: "
+                   "it may hold part of each run; run the study again with --overwrite\n")
+    assert sorted(path.name for path in out.iterdir()) == ["gradient_anatomy.json"]
 
 
 def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
