@@ -860,7 +860,9 @@ def main(argv: list[str] | None = None) -> int:
             if arguments.studies:
                 from gradlab.report.user_studies import check_study_folders
 
-                check_study_folders(arguments.studies)  # read again by the report; cheap
+                # read again by the report; rendered here once, in a temporary folder, so
+                # that a study its report could not draw is refused before any section runs
+                check_study_folders(arguments.studies, rendered=True)
             out = check_report_folder(arguments.out)
             if arguments.no_progress:
                 set_progress_mode("off")

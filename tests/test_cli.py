@@ -380,3 +380,30 @@ def test_a_stage_left_early_says_stopped_not_done(capsys):
     assert lines[3].startswith("gradlab: stage four stopped (1 seed, ")
     assert lines[5].startswith("gradlab: stage five done (2 steps, ")
     assert not any("three done" in line or "four done" in line for line in lines)
+
+
+def test_a_hand_edited_study_is_one_line_before_the_report_or_render_runs(
+    tmp_path, capsys, monkeypatch
+):
+    # was: the report ran its own sections, then a KeyError traceback (exit 1); --render the
+    # same, leaving a new figure without its pages
+    import gradlab.report
+
+    ran = []
+    monkeypatch.setattr(gradlab.report, "run_report", lambda out, **options: ran.append(out))
+    study = tmp_path / "study"
+    study.mkdir()
+    result = {"settings": {"data": "cars, train split (30 images, 6 classes)",
+                           "model": "resnet18 with a linear head to 32 dimensions", "epochs": 3,
+                           "test_data": "test split (12 images)"},
+              "seeds": [0], "runs": {}}  # fmt: skip
+    (study / "gradient_anatomy.json").write_text(json.dumps(result))
+    refusal = (f"{str(study / 'gradient_anatomy.json')!r} cannot be rendered as gradlab study "
+               "anatomy (StopIteration): its values are not of the kinds the study writes (was "
+               "it edited by hand?); restore the file or run the study again\n")
+    code, out, err = _run(["report", "--studies", str(study), "--out", str(tmp_path / "r")],
+                          capsys)  # fmt: skip
+    assert (code, out, err, ran) == (2, "", f"gradlab: --studies: {refusal}", [])
+    code, out, err = _run(["study", "anatomy", "--render", "--out", str(study)], capsys)
+    assert (code, out, err) == (2, "", f"gradlab: --out: {refusal}")
+    assert [path.name for path in study.iterdir()] == ["gradient_anatomy.json"]

@@ -1196,12 +1196,13 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     from gradlab.report import user_studies
 
     checked = []
-    monkeypatch.setattr(user_studies, "check_study_folders", checked.append)
+    monkeypatch.setattr(user_studies, "check_study_folders",
+                        lambda folders, rendered=False: checked.append((folders, rendered)))
     folders = [tmp_path / "s1", tmp_path / "s2"]
     argv = ["report", "--out", str(tmp_path / "r"), "--studies", *map(str, folders)]
     code, _, err = _run(argv, capsys)
     assert (code, err) == (0, "")
-    assert checked == [folders]
+    assert checked == [(folders, True)]  # rendered once before the report runs
     assert reports[0][1]["studies"] == folders
 
 

@@ -39,6 +39,7 @@ from gradlab.report.sections import (
 )
 from gradlab.report.user_studies import (
     check_study_folders,
+    rendered_or_refused,
     study_findings,
     study_report_section,
 )
@@ -157,7 +158,8 @@ def run_report(
     for number, study in enumerate(user_studies, start=1):
         # A user's study: its saved JSON rendered as on its own page, its figures drawn here.
         name, started, cpu_started = f"study {number}", time.perf_counter(), time.thread_time()
-        study_results, study_markdown = study_report_section(study, out, number)
+        with rendered_or_refused(study, "--studies"):  # one line, never a traceback
+            study_results, study_markdown = study_report_section(study, out, number)
         _record(results, rendered, markdown, name, study_results, study_markdown,
                 _timing(started, cpu_started))  # fmt: skip
         finders[name] = study_findings

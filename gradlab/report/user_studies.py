@@ -11,6 +11,10 @@ renders the JSON of an earlier run (:func:`render_study_folder`).
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -282,7 +286,12 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
     """One study JSON, checked for the keys its renderers read."""
     prefix = f"{argument}: " if argument else ""
     try:
-        data = decode_value(json.loads(path.read_text()))  # "NaN" strings read as NaN
+        data = decode_value(json.loads(path.read_text(encoding="utf-8")))  # "NaN": NaN
+    except UnicodeDecodeError as error:
+        raise GradlabError(
+            f"{prefix}{str(path)!r} is not UTF-8 text (byte {error.start}); expected the JSON of "
+            f"gradlab study {name}"
+        ) from None
     except json.JSONDecodeError as error:
         raise GradlabError(
             f"{prefix}{str(path)!r} is not JSON ({error.msg}, line {error.lineno}); expected "
@@ -421,13 +430,41 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
     return StudyRun(name, folder, paths, results)
 
 
-def check_study_folders(folders: list[Path], argument: str = "--studies") -> list[StudyRun]:
+RENDER_FAILURES = (LookupError, TypeError, ValueError, AttributeError, ArithmeticError,
+                   StopIteration)
+"""What a study's renderers raise on a JSON whose values are not the kind ``gradlab study``
+writes (a hand-edited or hand-merged file): a missing key deeper down, a string where numbers
+go, a number where a list goes."""
+
+
+@contextmanager
+def rendered_or_refused(run: StudyRun, argument: str = "") -> Iterator[None]:
+    """Turn a failure of ``run``'s renderers inside the block (:data:`RENDER_FAILURES`) into
+    one :class:`GradlabError` naming its files and what failed, instead of a traceback."""
+    try:
+        yield
+    except RENDER_FAILURES as error:
+        prefix = f"{argument}: " if argument else ""
+        files = ", ".join(repr(str(path)) for path in run.paths)
+        failure = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise GradlabError(
+            f"{prefix}{files} cannot be rendered as gradlab study {run.name} ({failure}): its "
+            "values are not of the kinds the study writes (was it edited by hand?); restore "
+            "the file or run the study again"
+        ) from None
+
+
+def check_study_folders(
+    folders: list[Path], argument: str = "--studies", rendered: bool = False
+) -> list[StudyRun]:
     """Every study saved in each of ``folders`` (folders written by ``gradlab study``), in the
     order given and, within a folder, in :data:`STUDY_FILES` order.
 
     Checked before any work: a missing folder, one named twice, one that holds no study JSON
     and a JSON without the keys its study's renderers read each raise :class:`GradlabError`
-    naming ``argument``.
+    naming ``argument``. ``rendered``: also render each study as the report would (its figures
+    into a temporary folder, its tables and findings), so that a JSON whose values are not of
+    the kinds the study writes is refused now, not after the report's own sections.
 
     Example:
         >>> import tempfile
@@ -455,6 +492,11 @@ give a folder written by gradlab study
                                f"({', '.join(STUDY_FILES.values())}); give a folder written by "
                                "gradlab study")  # fmt: skip
         runs += [load_study(name, folder, argument) for name in names]
+    if rendered:
+        with tempfile.TemporaryDirectory() as scratch:
+            for number, run in enumerate(runs, 1):
+                with rendered_or_refused(run, argument):
+                    study_findings(study_report_section(run, Path(scratch), number)[0])
     return runs
 
 
@@ -462,7 +504,15 @@ def render_study_folder(name: str, folder: Path) -> list[Path]:
     """Render the JSON a ``gradlab study NAME`` run left in ``folder`` (figures, ``summary.md``,
     ``index.html``), e.g. after copying it from the GPU machine."""
     run = load_study(name, folder)
-    return write_study_report(name, run.results, run.folder)
+    # drawn beside the JSON in a folder of its own, then moved into place: a study that cannot
+    # be rendered leaves no figure without its pages
+    with rendered_or_refused(run, "--out"), tempfile.TemporaryDirectory(
+        prefix=".gradlab-render.", dir=run.folder
+    ) as scratch:
+        drawn = write_study_report(name, run.results, Path(scratch))
+        for path in drawn:
+            os.replace(path, run.folder / path.name)
+    return [run.folder / path.name for path in drawn]
 
 
 def _measurements(run: StudyRun) -> list[dict]:

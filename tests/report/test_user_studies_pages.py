@@ -284,8 +284,13 @@ def test_a_losses_page_has_one_section_and_figure_per_batch_size(tmp_path, plots
     for size in (16, 8):
         (tmp_path / f"loss_comparison_m{size}.json").write_text(json.dumps(_losses(size)))
     written = render_study_folder("losses", tmp_path)
-    assert plots == [("plot_loss_comparison", _losses(size),
-                      tmp_path / f"loss_comparison_m{size}.png") for size in (8, 16)]
+    # drawn in a folder beside the JSON, then moved into place
+    assert [(name, result, path.name) for name, result, path in plots] == [
+        ("plot_loss_comparison", _losses(size), f"loss_comparison_m{size}.png")
+        for size in (8, 16)]
+    assert all(path.parent.parent == tmp_path for _, _, path in plots)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [p.name for p in written] + ["loss_comparison_m8.json", "loss_comparison_m16.json"])
     assert [p.name for p in written] == ["loss_comparison_m8.png", "loss_comparison_m16.png",
                                          "summary.md", "index.html"]  # fmt: skip
     assert all(_png(p) for p in written[:2])
@@ -905,3 +910,78 @@ def test_losses_files_of_two_runs_are_refused_naming_both_and_what_each_ran_on(
                 "keep one run's files in the folder")  # fmt: skip
     with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
         call(tmp_path)
+
+
+def _no_p(data):
+    del data["settings"]["trained_at_m"]["P"]
+
+
+def _p_strings(data):
+    data["settings"]["trained_at_m"]["P"] = [["a", "b", "c"]] * 3
+
+
+def _p_scalar(data):
+    data["settings"]["trained_at_m"]["P"] = 0.5
+
+
+def _no_metric(data):
+    del data["losses"]["A"]["metrics"]["MAP@R"]
+
+
+def _timing_text(data):
+    data["losses"]["A"]["step_seconds"] = ["x", "y", "z"]
+
+
+def _no_recall_metric(data):
+    data["runs"]["m = 8"]["SmoothAP"]["recall"] = {}
+
+
+def _no_runs(data):
+    data["runs"] = {}
+
+
+# (study file, a valid result, a hand edit, the failure named): each was a traceback (exit 1),
+# in gradlab report --studies only after the report's own sections had run
+HAND_EDITS = {
+    "p-missing": ("p_vs_batch_size.json", lambda: _p(RISING), _no_p, "KeyError: 'P'"),
+    "p-text": ("p_vs_batch_size.json", lambda: _p(RISING), _p_strings, None),
+    "p-scalar": ("p_vs_batch_size.json", lambda: _p(RISING), _p_scalar, None),
+    "losses-metric": ("loss_comparison_m8.json", lambda: _losses(8), _no_metric,
+                      "KeyError: 'MAP@R'"),
+    "losses-timing": ("loss_comparison_m8.json", lambda: _losses(8), _timing_text, None),
+    "anatomy-recall": ("gradient_anatomy.json", _anatomy, _no_recall_metric,
+                       "KeyError: 'MAP@R'"),
+    "anatomy-runs": ("gradient_anatomy.json", _anatomy, _no_runs, "StopIteration"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HAND_EDITS))
+def test_a_hand_edited_study_is_refused_in_one_message_before_the_report_runs(tmp_path, case):
+    file, valid, edit, failure = HAND_EDITS[case]
+    (tmp_path / file).write_text(json.dumps(valid()))
+    check_study_folders([tmp_path], "--studies", rendered=True)  # the whole study renders
+    data = valid()
+    edit(data)
+    (tmp_path / file).write_text(json.dumps(data))
+    check_study_folders([tmp_path], "--studies")  # the keys the checks know are all there
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies", rendered=True)
+    said = str(refused.value)
+    name = {"p_vs_batch_size.json": "p-vs-batch-size", "gradient_anatomy.json": "anatomy"}.get(
+        file, "losses")
+    assert said.startswith(f"--studies: {str(tmp_path / file)!r} cannot be rendered as gradlab "
+                           f"study {name} (")
+    assert said.endswith("): its values are not of the kinds the study writes (was it edited "
+                         "by hand?); restore the file or run the study again")
+    if failure is not None:
+        assert f"({failure})" in said
+    assert list(tmp_path.iterdir()) == [tmp_path / file]  # nothing drawn beside it
+
+
+def test_a_study_json_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    (tmp_path / "gradient_anatomy.json").write_bytes(b"\xff\xfe\x00{")
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} is not UTF-8 text (byte 0); "
+        "expected the JSON of gradlab study anatomy")
