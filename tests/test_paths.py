@@ -198,3 +198,16 @@ def test_a_folder_at_or_under_a_dangling_link_is_refused(tmp_path, below):
         f"{str(link)!r} is a link to {str(tmp_path / 'gone')!r}, which does not exist (remove "
         "the link or create its target first)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]
+
+
+@pytest.mark.parametrize(("check", "kind"), [(check_output_file, "file"),
+                                             (check_output_folder, "folder")])
+def test_a_dash_is_refused_not_taken_as_a_name(tmp_path, monkeypatch, check, kind):
+    # study --out -, audit --markdown - and the like wrote a file or folder named "-"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GradlabError) as raised:
+        check("-", argument="--out")
+    assert str(raised.value) == (f"--out must be a {kind} path; got '-', which gradlab does not "
+                                 f"read as standard output: name a {kind} (./- for one named -)")
+    assert check("./-", argument="--out") == Path("-")  # a file or folder named - on purpose
+    assert list(tmp_path.iterdir()) == []
