@@ -170,7 +170,10 @@ def default_out(paths: list[Path]) -> Path:
     ``figures`` folder of their common parent (a ``metrics.jsonl`` stands for its folder).
 
     Raises:
-        GradlabError: several runs whose only common folder is the file system's root.
+        GradlabError: several runs whose only common folder is the file system's root, or
+            whose common parent's ``figures`` folder holds files and is not one an earlier
+            ``gradlab plot`` wrote (a project's own ``figures/``, reached from runs in
+            different folders): their figures would be mixed into it.
 
     Example:
         >>> from pathlib import Path
@@ -185,4 +188,10 @@ def default_out(paths: list[Path]) -> Path:
         raise GradlabError(f"the runs {[str(path) for path in paths]} share no folder but the "
                            f"file system's root {parent.anchor!r}, where their figures would "
                            "go by default: name the output folder (--out, or out=)")  # fmt: skip
-    return parent / "figures"
+    figures = parent / "figures"
+    if figures.is_dir() and not (figures / FIGURE_LIST).exists() and any(figures.iterdir()):
+        raise GradlabError(f"the runs {[str(path) for path in paths]} would put their figures "
+                           f"in {str(figures)!r}, their common parent's figures folder, which "
+                           "holds files gradlab plot did not write: name the output folder "
+                           "(--out, or out=)")  # fmt: skip
+    return figures

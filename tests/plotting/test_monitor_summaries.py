@@ -118,3 +118,23 @@ def test_runs_that_share_only_the_root_name_no_default_folder():
         "the runs ['/tmp/x/run', '/srv/y/run'] share no folder but the file system's root '/', "
         "where their figures would go by default: name the output folder (--out, or out=)")
     assert default_out([Path("/tmp/x/run"), Path("/tmp/y/run")]) == Path("/tmp/figures")
+
+
+def test_runs_whose_common_figures_folder_is_not_a_plot_s_name_no_default_folder(tmp_path):
+    # gradlab plot scratch/run runs/exp1 from a project's root wrote into its own figures/
+    runs = [tmp_path / "scratch" / "run", tmp_path / "runs" / "exp1"]
+    project = tmp_path / "figures"
+    project.mkdir()
+    (project / "paper_figure.png").write_bytes(b"not ours")
+    with pytest.raises(GradlabError) as raised:
+        default_out(runs)
+    assert str(raised.value) == (
+        f"the runs {[str(path) for path in runs]} would put their figures in "
+        f"{str(project.resolve())!r}, their common parent's figures folder, which holds files "
+        "gradlab plot did not write: name the output folder (--out, or out=)")
+    from gradlab.run_dirs import FIGURE_LIST
+
+    (project / FIGURE_LIST).write_text("[]")  # an earlier plot's folder: its own
+    assert default_out(runs) == project.resolve()
+    assert default_out([tmp_path / "new" / "a", tmp_path / "new" / "b"]) == (
+        tmp_path / "new" / "figures").resolve()  # no folder yet: made by the plot
