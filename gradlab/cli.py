@@ -29,6 +29,9 @@ def _path(text: str) -> Path:
     current folder)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must be a path; got {text!r}")
+    if text == "-":  # Path("./-") is Path("-"): the one spelling is told apart here
+        raise argparse.ArgumentTypeError("must be a path; got '-', which gradlab does not read "
+                                         "as standard output: name one (./- for one named -)")
     return Path(text)
 
 
@@ -298,9 +301,9 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
 RENDER_READS = ("--out", "--render")
 """The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
 
-STUDY_STAGING = ".gradlab-study.partial"
-"""The folder inside ``--out`` where ``gradlab study`` writes a run's files before it moves them
-into place (and removes them if it is interrupted or fails)."""
+STUDY_STAGING = ".gradlab-study."
+"""The start of the name of the folder inside ``--out`` where a ``gradlab study`` run writes its
+files before it moves them into place (each run its own, removed if it is interrupted or fails)."""
 
 
 def _given(arguments: argparse.Namespace) -> list[tuple[str, str]]:
@@ -357,7 +360,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
     sizes = arguments.batch_sizes if given else DEFAULT_STUDY_BATCH_SIZES[name]
     _check_study_data(arguments, sizes, given)
     out = check_output_folder(arguments.out, argument="--out")
-    held, replaced = held_study_results(out) if out.is_dir() else ([], [])
+    held = held_study_results(out)[0] if out.is_dir() else []
     if held and not arguments.overwrite:  # runs never merge: one run's results per folder
         raise GradlabError(f"--out {str(arguments.out)!r} already holds the results of a "
                            f"gradlab study run ({', '.join(path.name for path in held)}); pass "
@@ -385,46 +388,78 @@ def _run_study(arguments: argparse.Namespace) -> None:
     else:
         files = ({f"loss_comparison_m{m}.json": value for m, value in results.items()}
                  if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
+    import tempfile
+
     from gradlab.monitor.sinks import encode_value
 
-    # Everything is written into a staging folder inside --out first: an interrupted or failed
-    # run leaves --out as it was (an earlier run's results included), and only the last step,
-    # a few renames, replaces them.
-    staging = out / STUDY_STAGING
+    # Everything is written into a staging folder of this run's own inside --out first: an
+    # interrupted or failed run leaves --out as it was (an earlier run's results included), and
+    # only the last step, a few renames with Ctrl-C held back, replaces them.
+
     created = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
+    staging = None
     try:
-        shutil.rmtree(staging, ignore_errors=True)  # a run killed before its own cleanup
-        staging.mkdir(parents=True)
+        out.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=STUDY_STAGING, dir=out))
         for file_name, value in files.items():  # standard JSON: NaN as the string "NaN"
             write_text(staging / file_name, json.dumps(encode_value(value), indent=2,
                                                        allow_nan=False) + "\n")  # fmt: skip
         staged = [staging / file_name for file_name in files]
         staged += write_study_report(name, results, staging)
+        held_now, replaced_now = held_study_results(out)
+        if held_now and not arguments.overwrite:  # another run finished into --out meanwhile
+            raise GradlabError(f"--out {str(arguments.out)!r} received the results of another "
+                               f"gradlab study run while this one ran "
+                               f"({', '.join(path.name for path in held_now)}); nothing of "
+                               "this run was written: run it again into another --out")
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         for folder in created:  # the folders this run made, if still empty
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
-    try:
-        for path in replaced:  # --overwrite: the earlier run's files go before this one's come
+    with _signals_held(f"the study's results were written into {str(out)!r} first"):
+        for path in replaced_now:  # --overwrite: the earlier files go before this run's come
             path.unlink(missing_ok=True)
             print(f"removed {path}")
         for path in staged:
             os.replace(path, out / path.name)
             print(f"wrote {out / path.name}")
         staging.rmdir()
-    except KeyboardInterrupt as error:  # main() says what this leaves
-        shutil.rmtree(staging, ignore_errors=True)
-        error.left = (f"the new results were being moved into {str(out)!r}: it may hold part "
-                      "of each run; run the study again with --overwrite")  # fmt: skip
-        raise
     if name == "p-vs-batch-size":
         from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
 
         summary = summarize(results)["settings"].get("trained_at_m", {})
         if summary:  # worded as the study page words it
             print(trend_sentence(results, summary["trend"]))
+
+
+@contextlib.contextmanager
+def _signals_held(left: str):
+    """Hold Ctrl-C and SIGTERM back while the block runs (in the main thread, where Python
+    handles signals): the few renames that replace a study's files either all happen or none.
+    One that arrived meanwhile is raised as the block ends, saying ``left`` (what is on disk:
+    main() prints it)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {number: signal.signal(number, lambda number, frame: arrived.append(number))
+                for number in held}  # fmt: skip
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if arrived:  # the block ran to its end: say so
+        error = KeyboardInterrupt() if arrived[0] == signal.SIGINT else _Terminated()
+        error.left = left
+        raise error
 
 
 def _check_study_options(arguments: argparse.Namespace) -> None:

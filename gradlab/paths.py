@@ -33,9 +33,10 @@ def _as_path(path: object, argument: str, kind: str) -> Path:
     ``"~/run"`` or ``--out=~/figures`` reaches gradlab unexpanded)."""
     if not isinstance(path, (str, os.PathLike)) or str(path).strip() == "":
         raise GradlabError(f"{argument} must be a {kind} path (str or os.PathLike); got {path!r}")
-    if str(path) == "-":  # a shell convention for standard output, which gradlab does not write
+    if isinstance(path, str) and path == "-":  # standard output in shells; Path("-") is a name
         raise GradlabError(f"{argument} must be a {kind} path; got '-', which gradlab does not "
-                           f"read as standard output: name a {kind} (./- for one named -)")
+                           f"read as standard output: name a {kind} (./- or Path('-') for one "
+                           "named -)")
     try:
         return Path(path).expanduser()
     except RuntimeError as error:  # ~user of no known user, or no home folder

@@ -1303,27 +1303,56 @@ def test_an_interrupted_study_leaves_out_as_it_was_earlier_results_included(
     assert not (out.parent / "new").exists()
 
 
-def test_a_study_interrupted_while_moving_its_results_says_what_it_may_have_left(
+def test_ctrl_c_while_a_study_moves_its_results_waits_for_the_moves_and_says_so(
     tmp_path, tmp_path_factory, capsys, studies, monkeypatch
 ):
+    # was: the earlier run's files removed, the rest of the new run's deleted with the staging
+    # folder, and a message that --out "may hold part of each run": it held neither
+    import signal
+
     out = tmp_path_factory.mktemp("elsewhere") / "run"
     common = ["--data", str(tmp_path), "--out", str(out)]
     assert _run(["study", "anatomy", *common], capsys)[0] == 0
-    replace, moved = os.replace, []
+    replace = os.replace
 
-    def interrupted_at_the_second(source, target):
-        if moved:
-            raise KeyboardInterrupt
-        moved.append(target)
+    def ctrl_c_at_the_first(source, target):
+        os.kill(os.getpid(), signal.SIGINT)  # held back until the last move
         return replace(source, target)
 
-    monkeypatch.setattr(os, "replace", interrupted_at_the_second)
+    monkeypatch.setattr(os, "replace", ctrl_c_at_the_first)
     code, stdout, err = _run(["study", "anatomy", *common, "--overwrite"], capsys)
     assert code == 130
-    assert stdout.splitlines()[-1] == f"wrote {out / 'gradient_anatomy.json'}"
-    assert err == (f"gradlab: interrupted; the new results were being moved into {str(out)!r}: "
-                   "it may hold part of each run; run the study again with --overwrite\n")
-    assert sorted(path.name for path in out.iterdir()) == ["gradient_anatomy.json"]
+    assert stdout.splitlines()[-3:] == [f"wrote {out / name}" for name in (
+        "gradient_anatomy.json", "summary.md", "index.html")]  # fmt: skip
+    assert err == (f"gradlab: interrupted; the study's results were written into {str(out)!r} "
+                   "first\n")
+    assert sorted(path.name for path in out.iterdir()) == [
+        "gradient_anatomy.json", "index.html", "summary.md"]
+
+
+def test_a_study_that_another_run_finished_into_out_meanwhile_writes_nothing(
+    tmp_path, tmp_path_factory, capsys, studies, monkeypatch
+):
+    # two runs into one --out at once: each passed the check before training and the folder
+    # ended with one run's JSON beside the other's pages
+    from gradlab.experiments import image_studies
+
+    out = tmp_path_factory.mktemp("elsewhere") / "run"
+    train = image_studies.anatomy_on_images
+
+    def another_run_meanwhile(data, **options):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gradient_anatomy.json").write_text('{"the other run": 1}')
+        return train(data, **options)
+
+    monkeypatch.setattr(image_studies, "anatomy_on_images", another_run_meanwhile)
+    code, stdout, err = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
+                             capsys)  # fmt: skip
+    assert (code, stdout) == (2, "")
+    assert err == (f"gradlab: --out {str(out)!r} received the results of another gradlab study "
+                   "run while this one ran (gradient_anatomy.json); nothing of this run was "
+                   "written: run it again into another --out\n")
+    assert [path.name for path in out.iterdir()] == ["gradient_anatomy.json"]
 
 
 def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):

@@ -208,6 +208,8 @@ def test_a_dash_is_refused_not_taken_as_a_name(tmp_path, monkeypatch, check, kin
     with pytest.raises(GradlabError) as raised:
         check("-", argument="--out")
     assert str(raised.value) == (f"--out must be a {kind} path; got '-', which gradlab does not "
-                                 f"read as standard output: name a {kind} (./- for one named -)")
-    assert check("./-", argument="--out") == Path("-")  # a file or folder named - on purpose
+                                 f"read as standard output: name a {kind} (./- or Path('-') for "
+                                 "one named -)")
+    for named in ("./-", Path("-")):  # a file or folder named - on purpose
+        assert check(named, argument="--out") == Path("-")
     assert list(tmp_path.iterdir()) == []

@@ -297,6 +297,11 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
             f"{prefix}{str(path)!r} is not JSON ({error.msg}, line {error.lineno}); expected "
             f"the JSON of gradlab study {name}"
         ) from None
+    except RecursionError:  # lists in lists, deeper than Python's parser goes
+        raise GradlabError(
+            f"{prefix}{str(path)!r} nests its lists or objects too deeply to be read; expected "
+            f"the JSON of gradlab study {name}"
+        ) from None
     top, settings = REQUIRED_KEYS[name]
     missing = [key for key in top if not isinstance(data, dict) or key not in data]
     if not missing:

@@ -985,3 +985,26 @@ def test_a_study_json_that_is_not_utf8_is_refused_in_one_line(tmp_path):
     assert str(refused.value) == (
         f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} is not UTF-8 text (byte 0); "
         "expected the JSON of gradlab study anatomy")
+
+
+def test_a_study_json_nested_past_the_parser_s_depth_is_refused_in_one_line(tmp_path):
+    # a RecursionError traceback
+    (tmp_path / "gradient_anatomy.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} nests its lists or objects too "
+        "deeply to be read; expected the JSON of gradlab study anatomy")
+
+
+def test_render_refuses_a_study_it_cannot_draw_naming_out_and_leaves_no_figure(tmp_path):
+    data = _anatomy()
+    data["runs"] = {}
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps(data))
+    with pytest.raises(GradlabError) as refused:
+        render_study_folder("anatomy", tmp_path)
+    assert str(refused.value) == (
+        f"--out: {str(tmp_path / 'gradient_anatomy.json')!r} cannot be rendered as gradlab study "
+        "anatomy (StopIteration): its values are not of the kinds the study writes (was it "
+        "edited by hand?); restore the file or run the study again")
+    assert [path.name for path in tmp_path.iterdir()] == ["gradient_anatomy.json"]
