@@ -285,3 +285,24 @@ def test_render_refuses_a_study_json_of_another_schema(tmp_path, capsys):
     assert main(["study", "anatomy", "--render", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not the JSON of gradlab study anatomy: it lacks runs" in err
+
+
+def test_run_report_names_a_study_it_cannot_draw_in_one_message(tmp_path):
+    # the library's own report: the command draws the studies first, run_report when it
+    # reaches them (a KeyError traceback after the report's sections)
+    from gradlab.report import run_report
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    result = {"settings": {"data": "cars, train split (30 images, 6 classes)",
+                           "model": "resnet18 with a linear head to 32 dimensions", "epochs": 3,
+                           "test_data": "test split (12 images)"},
+              "seeds": [0], "runs": {"m = 8": {"SmoothAP": {"recall": {}, "anatomy": {
+                  "steps": [0], "in_batch": {"active_negatives": [[1.0]]}}}}}}  # fmt: skip
+    (folder / "gradient_anatomy.json").write_text(json.dumps(result))
+    with pytest.raises(GradlabError) as refused:
+        run_report(tmp_path / "report", quick=True, only=["tie_aware"], studies=[folder])
+    assert str(refused.value) == (
+        f"--studies: {str(folder / 'gradient_anatomy.json')!r} cannot be rendered as gradlab "
+        "study anatomy (KeyError: 'share_without_gradient'): its values are not of the kinds "
+        "the study writes (was it edited by hand?); restore the file or run the study again")
