@@ -301,9 +301,6 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
 RENDER_READS = ("--out", "--render")
 """The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
 
-STUDY_STAGING = ".gradlab-study."
-"""The start of the name of the folder inside ``--out`` where a ``gradlab study`` run writes its
-files before it moves them into place (each run its own, removed if it is interrupted or fails)."""
 
 
 def _given(arguments: argparse.Namespace) -> list[tuple[str, str]]:
@@ -336,6 +333,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
     import json
 
     from gradlab.report.user_studies import (
+        STUDY_STAGING,
         held_study_results,
         render_study_folder,
         write_study_report,

@@ -37,6 +37,22 @@ STUDY_FILES = {
 """Study name -> the JSON file(s) ``gradlab study NAME`` writes (a glob for one per m)."""
 
 
+STUDY_STAGING = ".gradlab-study."
+"""The start of the name of the folder inside ``--out`` where a ``gradlab study`` run writes its
+files before it moves them into place (each run its own, removed if it is interrupted or fails;
+one killed outright leaves it)."""
+
+
+def _stopped_run(folder: Path) -> str:
+    """`` (but ...)`` naming the staging folders in ``folder`` that a run killed before moving its
+    files into place left (:data:`STUDY_STAGING`), or ``""``."""
+    left = sorted(path.name for path in Path(folder).glob(STUDY_STAGING + "*") if path.is_dir())
+    if not left:
+        return ""
+    return (f" (but {', '.join(left)} holds the files of a run stopped before it moved them into "
+            "place: move them out of it to use them)")
+
+
 def held_study_results(folder: Path) -> tuple[list[Path], list[Path]]:
     """The results a ``gradlab study`` run left in ``folder``: (its study JSON, every file of
     the run that is there: the JSON, the figure drawn from each, ``summary.md``, ``index.html``).
@@ -407,7 +423,7 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
             raise GradlabError(f"{prefix}{str(folder)!r} does not exist; give the folder a "
                                f"gradlab study run wrote its {STUDY_FILES[name]} into")  # fmt: skip
         raise GradlabError(f"{prefix}{str(folder)!r} holds no {STUDY_FILES[name]} of a gradlab "
-                           "study")  # fmt: skip
+                           f"study{_stopped_run(folder)}")  # fmt: skip
     if name == "losses":
         loaded = [_read_study(name, path, argument) for path in paths]
         first: dict = {}  # batch size -> its first file: a second one would replace it unsaid
@@ -494,8 +510,8 @@ give a folder written by gradlab study
         names = [name for name, files in STUDY_FILES.items() if any(folder.glob(files))]
         if not names:
             raise GradlabError(f"{argument}: {str(folder)!r} holds no study JSON "
-                               f"({', '.join(STUDY_FILES.values())}); give a folder written by "
-                               "gradlab study")  # fmt: skip
+                               f"({', '.join(STUDY_FILES.values())}){_stopped_run(folder)}; give "
+                               "a folder written by gradlab study")  # fmt: skip
         runs += [load_study(name, folder, argument) for name in names]
     if rendered:
         with tempfile.TemporaryDirectory() as scratch:

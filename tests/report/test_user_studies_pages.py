@@ -1008,3 +1008,23 @@ def test_render_refuses_a_study_it_cannot_draw_naming_out_and_leaves_no_figure(t
         "anatomy (StopIteration): its values are not of the kinds the study writes (was it "
         "edited by hand?); restore the file or run the study again")
     assert [path.name for path in tmp_path.iterdir()] == ["gradient_anatomy.json"]
+
+
+def test_a_folder_holding_only_a_stopped_run_s_files_says_where_they_are(tmp_path):
+    # a run killed while staging left its complete JSON in a hidden folder, unmentioned
+    from gradlab.report.user_studies import STUDY_STAGING
+
+    stopped = tmp_path / f"{STUDY_STAGING}abc123"
+    stopped.mkdir()
+    (stopped / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
+    but = (f" (but {stopped.name} holds the files of a run stopped before it moved them into "
+           "place: move them out of it to use them)")
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path)!r} holds no study JSON ({', '.join(STUDY_FILES.values())})"
+        f"{but}; give a folder written by gradlab study")
+    with pytest.raises(GradlabError) as refused:
+        load_study("anatomy", tmp_path, "--out")
+    assert str(refused.value) == (
+        f"--out: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab study{but}")
