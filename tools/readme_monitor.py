@@ -160,7 +160,8 @@ def monitor_overhead(root: Path) -> str:
         )
     machine, conditions = result["machine"], result["conditions"]
     where = _cold_step(runs, targets) + _where_the_time_goes(runs["logged_step_vs_loss"])
-    lines += ["", *where] if where else []
+    for sentence in where:  # a paragraph each: one run-on paragraph was hard to read
+        lines += ["", sentence]
     before = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
     after = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_after"])
     lines += [
