@@ -329,6 +329,15 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
     if missing:
         raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: it "
                            f"lacks {', '.join(missing)}")  # fmt: skip
+    for key, least in (("seeds", 0), *((("batch_sizes", 1),) if name == "p-vs-batch-size"
+                                        else ())):  # fmt: skip
+        values = data[key]  # what every table is laid out by: checked before the tables
+        if not (isinstance(values, list) and values and all(
+                isinstance(value, int) and not isinstance(value, bool) and value >= least
+                for value in values)):  # fmt: skip
+            raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: "
+                               f"{key} must be a non-empty list of whole numbers >= {least}; "
+                               f"got {json.dumps(values)[:80]}")  # fmt: skip
     seeds = data["seeds"]
     for where, values, inner in _per_seed_lists(name, data):
         rows_fit = inner is None or all(isinstance(row, list) and len(row) == inner[0]

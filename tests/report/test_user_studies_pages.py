@@ -841,10 +841,9 @@ def test_a_p_study_whose_batch_sizes_are_no_list_fits_no_row(tmp_path):
         if isinstance(runs, list) and runs and isinstance(runs[0], list):
             setting[key] = [run[:1] for run in runs]
     message, path = _refusal(tmp_path, "p_vs_batch_size.json", data)
-    assert message == (
-        f"--studies: {path!r} is not the JSON of gradlab study p-vs-batch-size: settings."
-        "trained_at_m.P must hold one entry per seed of [0, 1, 2] of 0 values (one per batch "
-        "size); got [[0.3], [0.31], [0.29]]")
+    assert message == (  # named itself: it was blamed on P ("of 0 values")
+        f"--studies: {path!r} is not the JSON of gradlab study p-vs-batch-size: batch_sizes "
+        "must be a non-empty list of whole numbers >= 1; got 8")
 
 
 def test_a_list_that_does_not_fit_is_quoted_to_its_first_80_characters(tmp_path):
@@ -1028,3 +1027,22 @@ def test_a_folder_holding_only_a_stopped_run_s_files_says_where_they_are(tmp_pat
         load_study("anatomy", tmp_path, "--out")
     assert str(refused.value) == (
         f"--out: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab study{but}")
+
+
+@pytest.mark.parametrize(("key", "value", "least"), [
+    ("batch_sizes", "8,16", 1), ("batch_sizes", [8.5, 16, 32], 1), ("batch_sizes", [], 1),
+    ("seeds", "0", 0), ("seeds", [0, -1, 2], 0), ("seeds", [True, 1, 2], 0),
+])  # fmt: skip
+def test_the_lists_a_study_is_laid_out_by_are_named_when_they_are_not_whole_numbers(
+    tmp_path, key, value, least
+):
+    # batch_sizes "8,16" was blamed on P ("one entry per seed ... of 0 values"); 8.5 was drawn
+    data = _p(RISING)
+    data[key] = value
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data))
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
+        f"p-vs-batch-size: {key} must be a non-empty list of whole numbers >= {least}; got "
+        f"{json.dumps(value)}")
