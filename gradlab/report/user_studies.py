@@ -11,6 +11,7 @@ renders the JSON of an earlier run (:func:`render_study_folder`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
@@ -349,7 +350,21 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
             raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: "
                                f"{where} must hold one entry per seed of {seeds}{rows}; got "
                                f"{json.dumps(values)[:80]}")  # fmt: skip
+        if where.startswith("settings.trained_at_m.P"):  # shares of pairs: numbers in [0, 1]
+            bad = next((value for row in values for value in row
+                        if not _proportion(value)), None)  # fmt: skip
+            if bad is not None or any(not _proportion(value) for row in values for value in row):
+                raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study "
+                                   f"{name}: {where} holds {json.dumps(bad)[:40]}, which is no "
+                                   "proportion (a number from 0 to 1, or NaN)")  # fmt: skip
     return data
+
+
+def _proportion(value: object) -> bool:
+    """Whether ``value`` is a proportion as a study writes one: a number from 0 to 1, or NaN (a
+    share with nothing to count)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and (math.isnan(value) or 0 <= value <= 1))  # fmt: skip
 
 
 _KINDS = {dict: "an object", list: "a list"}

@@ -915,10 +915,6 @@ def _no_p(data):
     del data["settings"]["trained_at_m"]["P"]
 
 
-def _p_strings(data):
-    data["settings"]["trained_at_m"]["P"] = [["a", "b", "c"]] * 3
-
-
 def _p_scalar(data):
     data["settings"]["trained_at_m"]["P"] = 0.5
 
@@ -943,7 +939,6 @@ def _no_runs(data):
 # in gradlab report --studies only after the report's own sections had run
 HAND_EDITS = {
     "p-missing": ("p_vs_batch_size.json", lambda: _p(RISING), _no_p, "KeyError: 'P'"),
-    "p-text": ("p_vs_batch_size.json", lambda: _p(RISING), _p_strings, None),
     "p-scalar": ("p_vs_batch_size.json", lambda: _p(RISING), _p_scalar, None),
     "losses-metric": ("loss_comparison_m8.json", lambda: _losses(8), _no_metric,
                       "KeyError: 'MAP@R'"),
@@ -1046,3 +1041,21 @@ def test_the_lists_a_study_is_laid_out_by_are_named_when_they_are_not_whole_numb
         f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
         f"p-vs-batch-size: {key} must be a non-empty list of whole numbers >= {least}; got "
         f"{json.dumps(value)}")
+
+
+@pytest.mark.parametrize(("value", "shown"), [(5.0, "5.0"), (-0.25, "-0.25"), ("a", '"a"'),
+                                              (None, "null"), (True, "true")])
+def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, shown):
+    # P = 5.0 and -3.0 rendered as a table of P (a proportion of pairs)
+    data = _p([row[:] for row in RISING])
+    data["settings"]["trained_at_m"]["P_diagonal"][1] = [0.1, value, 0.2]
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data))
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
+        f"p-vs-batch-size: settings.trained_at_m.P_diagonal holds {shown}, which is no "
+        "proportion (a number from 0 to 1, or NaN)")
+    data["settings"]["trained_at_m"]["P_diagonal"][1] = [0.1, float("nan"), 1.0]  # both allowed
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data).replace("NaN", '"NaN"'))
+    check_study_folders([tmp_path], "--studies")
