@@ -14,6 +14,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -537,8 +538,9 @@ give a folder written by gradlab study
                                f"({', '.join(STUDY_FILES.values())}){_stopped_run(folder)}; give "
                                "a folder written by gradlab study")  # fmt: skip
         runs += [load_study(name, folder, argument) for name in names]
-    if rendered:
-        with tempfile.TemporaryDirectory() as scratch:
+    if rendered:  # the report draws them again: their warnings are said there, once
+        with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             for number, run in enumerate(runs, 1):
                 with rendered_or_refused(run, argument):
                     study_findings(study_report_section(run, Path(scratch), number)[0])

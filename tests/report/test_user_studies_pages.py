@@ -1059,3 +1059,21 @@ def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, sho
     data["settings"]["trained_at_m"]["P_diagonal"][1] = [0.1, float("nan"), 1.0]  # both allowed
     (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data).replace("NaN", '"NaN"'))
     check_study_folders([tmp_path], "--studies")
+
+
+def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say(tmp_path):
+    # a NaN share warned in the check and again in the report (numpy's empty-slice mean)
+    import warnings
+
+    data = _p([row[:] for row in RISING])
+    data["settings"]["trained_at_m"]["P"] = [[0.3, "NaN", 0.5]] * 3  # "NaN": a study's NaN
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data))
+    with warnings.catch_warnings(record=True) as drawn:
+        warnings.simplefilter("always")
+        (run,) = check_study_folders([tmp_path], "--studies")
+        study_report_section(run, tmp_path / "report", 1)  # as the report draws it
+    ahead = len(drawn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_study_folders([tmp_path], "--studies", rendered=True)
+    assert ahead > 0 and caught == []
