@@ -647,6 +647,10 @@ LIBRARY_TESTS = {
             "test_resume_without_the_trainer_s_checkpoint_warns_that_steps_repeat")),
         # checkpoints, the tuner, a second fit, a later Trainer (real fits of 2-8 steps)
         "tests/integrations/test_lightning_fits.py",
+        # two callbacks on one folder or under one prefix, refused at setup
+        *(f"tests/integrations/test_lightning.py::{name}" for name in (
+            "test_a_second_callback_on_the_same_folder_is_refused_at_setup",
+            "test_two_callbacks_forwarding_under_one_prefix_are_refused_and_under_two_both_log")),
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
