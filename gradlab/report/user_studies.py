@@ -51,8 +51,9 @@ def _stopped_run(folder: Path) -> str:
     left = sorted(path.name for path in Path(folder).glob(STUDY_STAGING + "*") if path.is_dir())
     if not left:
         return ""
-    return (f" (but {', '.join(left)} holds the files of a run stopped before it moved them into "
-            "place: move them out of it to use them)")
+    verb, runs = ("holds", "a run") if len(left) == 1 else ("hold", "runs")
+    return (f" (but {', '.join(left)} {verb} the files of {runs} stopped before moving them into "
+            "place: move them out to use them)")
 
 
 def held_study_results(folder: Path) -> tuple[list[Path], list[Path]]:

@@ -1011,22 +1011,26 @@ def test_a_folder_holding_only_a_stopped_run_s_files_says_where_they_are(tmp_pat
     stopped = tmp_path / f"{STUDY_STAGING}abc123"
     stopped.mkdir()
     (stopped / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
-    but = (f" (but {stopped.name} holds the files of a run stopped before it moved them into "
-           "place: move them out of it to use them)")
+    but = (f" (but {stopped.name} holds the files of a run stopped before moving them into "
+           "place: move them out to use them)")
     with pytest.raises(GradlabError) as refused:
         check_study_folders([tmp_path], "--studies")
     assert str(refused.value) == (
         f"--studies: {str(tmp_path)!r} holds no study JSON ({', '.join(STUDY_FILES.values())})"
         f"{but}; give a folder written by gradlab study")
+    (tmp_path / f"{STUDY_STAGING}xyz").mkdir()  # a second one: both named
     with pytest.raises(GradlabError) as refused:
         load_study("anatomy", tmp_path, "--out")
     assert str(refused.value) == (
-        f"--out: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab study{but}")
+        f"--out: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab study (but "
+        f"{stopped.name}, {STUDY_STAGING}xyz hold the files of runs stopped before moving them "
+        "into place: move them out to use them)")
 
 
 @pytest.mark.parametrize(("key", "value", "least"), [
     ("batch_sizes", "8,16", 1), ("batch_sizes", [8.5, 16, 32], 1), ("batch_sizes", [], 1),
     ("seeds", "0", 0), ("seeds", [0, -1, 2], 0), ("seeds", [True, 1, 2], 0),
+    ("batch_sizes", ",".join(map(str, range(8, 400, 8))), 1),  # shown to 80 characters
 ])  # fmt: skip
 def test_the_lists_a_study_is_laid_out_by_are_named_when_they_are_not_whole_numbers(
     tmp_path, key, value, least
@@ -1040,11 +1044,13 @@ def test_the_lists_a_study_is_laid_out_by_are_named_when_they_are_not_whole_numb
     assert str(refused.value) == (
         f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
         f"p-vs-batch-size: {key} must be a non-empty list of whole numbers >= {least}; got "
-        f"{json.dumps(value)}")
+        f"{json.dumps(value)[:80]}")
 
 
-@pytest.mark.parametrize(("value", "shown"), [(5.0, "5.0"), (-0.25, "-0.25"), ("a", '"a"'),
-                                              (None, "null"), (True, "true")])
+@pytest.mark.parametrize(("value", "shown"), [
+    (5.0, "5.0"), (1.5, "1.5"), (-0.25, "-0.25"), ("a", '"a"'), (None, "null"), (True, "true"),
+    ("a" * 60, '"' + "a" * 39),  # shown to its first 40 characters
+])  # fmt: skip
 def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, shown):
     # P = 5.0 and -3.0 rendered as a table of P (a proportion of pairs)
     data = _p([row[:] for row in RISING])
