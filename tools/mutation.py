@@ -533,6 +533,9 @@ STUDY_TESTS = {
     # not reach run_report (its stats pass saw no KeyboardInterrupt)
     "report/runner": ["tests/report/test_runner_page.py", "tests/report/test_runner_sections.py",
                       "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done",
+                      # a user's study it cannot draw, named in one message
+                      "tests/report/test_user_studies_in_report.py::"
+                      "test_run_report_names_a_study_it_cannot_draw_in_one_message",
                       "--deselect=tests/report/test_runner_sections.py::"
                       "test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest"],
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
