@@ -972,23 +972,16 @@ def test_a_hand_edited_study_is_refused_in_one_message_before_the_report_runs(tm
     assert list(tmp_path.iterdir()) == [tmp_path / file]  # nothing drawn beside it
 
 
-def test_a_study_json_that_is_not_utf8_is_refused_in_one_line(tmp_path):
-    (tmp_path / "gradient_anatomy.json").write_bytes(b"\xff\xfe\x00{")
+@pytest.mark.parametrize(("content", "said"), [
+    (b"\xff\xfe\x00{", "is not UTF-8 text (byte 0)"),  # a UnicodeDecodeError traceback
+    (b"[" * 100_000 + b"]" * 100_000, "nests its lists or objects too deeply to be read"),
+])  # a RecursionError traceback  # fmt: skip
+def test_a_study_json_that_cannot_be_read_is_refused_in_one_line(tmp_path, content, said):
+    (tmp_path / "gradient_anatomy.json").write_bytes(content)
     with pytest.raises(GradlabError) as refused:
         check_study_folders([tmp_path], "--studies")
-    assert str(refused.value) == (
-        f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} is not UTF-8 text (byte 0); "
-        "expected the JSON of gradlab study anatomy")
-
-
-def test_a_study_json_nested_past_the_parser_s_depth_is_refused_in_one_line(tmp_path):
-    # a RecursionError traceback
-    (tmp_path / "gradient_anatomy.json").write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(GradlabError) as refused:
-        check_study_folders([tmp_path], "--studies")
-    assert str(refused.value) == (
-        f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} nests its lists or objects too "
-        "deeply to be read; expected the JSON of gradlab study anatomy")
+    assert str(refused.value) == (f"--studies: {str(tmp_path / 'gradient_anatomy.json')!r} "
+                                  f"{said}; expected the JSON of gradlab study anatomy")
 
 
 def test_render_refuses_a_study_it_cannot_draw_naming_out_and_leaves_no_figure(tmp_path):
