@@ -154,11 +154,16 @@ def _two_losses(first, second):
     return lambda embeddings, labels: ones(embeddings, labels) + twos(embeddings, labels)
 
 
-def test_a_second_callback_on_the_same_folder_is_refused_at_setup(tmp_path):
+@pytest.mark.parametrize("ahead", [0, 1])
+def test_a_second_callback_on_the_same_folder_is_refused_at_setup(tmp_path, ahead):
     # both with the default folder: step 0 trained, then the fit crashed in monitor.step() on
-    # the other's lock, advising to close() a Monitor the user never held
+    # the other's lock, advising to close() a Monitor the user never held; another callback
+    # ahead of them in the Trainer's list is passed over, not the end of the search
+    from lightning.pytorch.callbacks import Callback
+
     first, second = GradlabCallback(preset="cheap"), GradlabCallback(preset="cheap")
-    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first, second])
+    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path),
+                            callbacks=[*(Callback() for _ in range(ahead)), first, second])
     folder = (tmp_path / "lightning_logs" / "version_0" / DEFAULT_FOLDER).resolve()
     with pytest.raises(GradlabError) as raised:
         trainer.fit(LitRetrieval(_two_losses(first, second)), loader(2))
