@@ -302,7 +302,6 @@ RENDER_READS = ("--out", "--render")
 """The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
 
 
-
 def _given(arguments: argparse.Namespace) -> list[tuple[str, str]]:
     """``(--option, its value as typed, after a space)`` of every ``gradlab study`` option whose
     value is not its default (the parser's, or the study's own batch sizes; a flag's value is
@@ -393,8 +392,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
     # Everything is written into a staging folder of this run's own inside --out first: an
     # interrupted or failed run leaves --out as it was (an earlier run's results included), and
     # only the last step, a few renames with Ctrl-C held back, replaces them.
-
-    created = [folder for folder in (out, *out.parents) if not folder.exists()]  # deepest first
+    created = _missing_folders(out)
     staging = None
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -413,9 +411,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        for folder in created:  # the folders this run made, if still empty
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove_empty(created)
         raise
     with _signals_held(f"the study's results were written into {str(out)!r} first"):
         for path in replaced_now:  # --overwrite: the earlier files go before this run's come
@@ -431,6 +427,19 @@ def _run_study(arguments: argparse.Namespace) -> None:
         summary = summarize(results)["settings"].get("trained_at_m", {})
         if summary:  # worded as the study page words it
             print(trend_sentence(results, summary["trend"]))
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, deepest first: what a command that
+    writes there creates, and removes again if it stops (:func:`_remove_empty`)."""
+    return [path for path in (folder, *folder.parents) if not path.exists()]
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) that is empty; leave the others."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 @contextlib.contextmanager
@@ -819,6 +828,12 @@ def _workers(text: str) -> int:
     return int(text)
 
 
+def _left(interruption: KeyboardInterrupt) -> str:
+    """What an interrupted command left on disk: the ``left`` a command set on the interruption
+    as it passed (a plot's figures, a study's moved files), else nothing."""
+    return getattr(interruption, "left", "nothing was written")
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise _Terminated(f"signal {signum}")
 
@@ -839,7 +854,7 @@ def _write_report(
     from gradlab.report import run_report
 
     staging = out.parent / f".{out.name}.partial"
-    created = [folder for folder in staging.parents if not folder.exists()]  # deepest first
+    created = _missing_folders(staging.parent)
     handles = threading.current_thread() is threading.main_thread()  # signals reach it only
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if handles else None
     try:
@@ -849,9 +864,7 @@ def _write_report(
                        studies=studies)  # fmt: skip
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
-            for folder in created:  # the missing parents --out named, if still empty
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            _remove_empty(created)  # the missing parents --out named
             raise
     finally:
         if handles:
@@ -879,7 +892,6 @@ def main(argv: list[str] | None = None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
-    interrupted = "nothing was written"  # what an interruption leaves, as the command says
     try:
         if arguments.command == "report":
             from gradlab.progress import set_progress_mode
@@ -983,11 +995,14 @@ def main(argv: list[str] | None = None) -> int:
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             from gradlab.plotting.monitor import plot_runs
 
-            interrupted = (f"figures drawn before it stay in {str(out)!r}, listed as gradlab's: "
-                           "the next plot there replaces them")  # fmt: skip
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
-                written = plot_runs(arguments.run_dir, out, arguments.label, **points)
+                try:
+                    written = plot_runs(arguments.run_dir, out, arguments.label, **points)
+                except KeyboardInterrupt as error:  # main() says what it left
+                    error.left = (f"figures drawn before it stay in {str(out)!r}, listed as "
+                                  "gradlab's: the next plot there replaces them")  # fmt: skip
+                    raise
             for warning in caught:
                 print(f"gradlab: warning: {warning.message}", file=sys.stderr)
             for path in written:
@@ -996,11 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
     except _Terminated as error:
-        print(f"gradlab: terminated (SIGTERM); {getattr(error, 'left', interrupted)}",
-              file=sys.stderr)  # fmt: skip
+        print(f"gradlab: terminated (SIGTERM); {_left(error)}", file=sys.stderr)
         return 143
-    except KeyboardInterrupt as error:  # a command that left something says what (its .left)
-        print(f"gradlab: interrupted; {getattr(error, 'left', interrupted)}", file=sys.stderr)
+    except KeyboardInterrupt as error:
+        print(f"gradlab: interrupted; {_left(error)}", file=sys.stderr)
         return 130
     except OSError as error:
         if error.filename is None and error.errno not in WRITE_FAILURES:

@@ -353,12 +353,11 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
                                f"{where} must hold one entry per seed of {seeds}{rows}; got "
                                f"{json.dumps(values)[:80]}")  # fmt: skip
         if where.startswith("settings.trained_at_m.P"):  # shares of pairs: numbers in [0, 1]
-            bad = next((value for row in values for value in row
-                        if not _proportion(value)), None)  # fmt: skip
-            if bad is not None or any(not _proportion(value) for row in values for value in row):
+            bad = [value for row in values for value in row if not _proportion(value)]
+            if bad:
                 raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study "
-                                   f"{name}: {where} holds {json.dumps(bad)[:40]}, which is no "
-                                   "proportion (a number from 0 to 1, or NaN)")  # fmt: skip
+                                   f"{name}: {where} holds {json.dumps(bad[0])[:40]}, which is "
+                                   "no proportion (a number from 0 to 1, or NaN)")  # fmt: skip
     return data
 
 
@@ -416,7 +415,7 @@ def _per_seed_lists(name: str, data: dict):
         sizes = data["batch_sizes"]
         for key, values in _items(data["settings"]["trained_at_m"]):
             if isinstance(values, list) and values and isinstance(values[0], list):
-                inner = (len(sizes) if isinstance(sizes, list) else 0, "one per batch size")
+                inner = (len(sizes), "one per batch size")  # a list: checked before
                 yield f"settings.trained_at_m.{key}", values, inner
     elif name == "losses":
         for metric, values in _items(data["before"]):

@@ -1031,13 +1031,10 @@ def test_the_lists_a_study_is_laid_out_by_are_named_when_they_are_not_whole_numb
     # batch_sizes "8,16" was blamed on P ("one entry per seed ... of 0 values"); 8.5 was drawn
     data = _p(RISING)
     data[key] = value
-    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data))
-    with pytest.raises(GradlabError) as refused:
-        check_study_folders([tmp_path], "--studies")
-    assert str(refused.value) == (
-        f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
-        f"p-vs-batch-size: {key} must be a non-empty list of whole numbers >= {least}; got "
-        f"{json.dumps(value)[:80]}")
+    message, path = _refusal(tmp_path, "p_vs_batch_size.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study p-vs-batch-size: {key} must be a "
+        f"non-empty list of whole numbers >= {least}; got {json.dumps(value)[:80]}")
 
 
 @pytest.mark.parametrize(("value", "shown"), [
@@ -1048,13 +1045,11 @@ def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, sho
     # P = 5.0 and -3.0 rendered as a table of P (a proportion of pairs)
     data = _p([row[:] for row in RISING])
     data["settings"]["trained_at_m"]["P_diagonal"][1] = [0.1, value, 0.2]
-    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data))
-    with pytest.raises(GradlabError) as refused:
-        check_study_folders([tmp_path], "--studies")
-    assert str(refused.value) == (
-        f"--studies: {str(tmp_path / 'p_vs_batch_size.json')!r} is not the JSON of gradlab study "
-        f"p-vs-batch-size: settings.trained_at_m.P_diagonal holds {shown}, which is no "
-        "proportion (a number from 0 to 1, or NaN)")
+    message, path = _refusal(tmp_path, "p_vs_batch_size.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study p-vs-batch-size: "
+        f"settings.trained_at_m.P_diagonal holds {shown}, which is no proportion (a number from "
+        "0 to 1, or NaN)")
     data["settings"]["trained_at_m"]["P_diagonal"][1] = [0.1, float("nan"), 1.0]  # both allowed
     (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(data).replace("NaN", '"NaN"'))
     check_study_folders([tmp_path], "--studies")
