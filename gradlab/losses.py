@@ -302,8 +302,10 @@ class FAPPYLoss(_InBatchLoss):
             scale 2.0 would run, where a positive pair counts only at cosine -1: a loss of 0
             on any other batch).
         normalization: ``"paper"`` or ``"official"``.
-        validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
-            With ``False`` the core still refuses non-finite similarities (it bins them).
+        validate: refuse NaN/inf embeddings and count degenerate batches (one host read);
+            with float16 embeddings, also refuse when backward runs a gradient float16 cannot
+            hold (:func:`gradlab.functional.fappy_loss`). With ``False`` the core still refuses
+            non-finite similarities (it bins them).
 
     Example:
         >>> FAPPYLoss(delta_min=0.01).deltas[:3]
@@ -320,11 +322,22 @@ class FAPPYLoss(_InBatchLoss):
     ) -> None:
         super().__init__(validate)
         self.delta_min = check_delta_min(delta_min)
-        self.deltas = fappy_deltas(self.delta_min)
         self.normalization = check_normalization(normalization)
 
+    @property
+    def deltas(self) -> list[float]:
+        """The bin widths a call runs, from 2.0 halving while at least :attr:`delta_min` (read
+        from it at each access: a ``delta_min`` changed after construction is the one used)."""
+        return fappy_deltas(self.delta_min)
+
+    def _check_in_batch(self, embeddings: torch.Tensor, labels: torch.Tensor) -> None:
+        check_embeddings_and_labels(embeddings, labels)  # values: fappy_loss's one read
+
     def _in_batch_loss(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return fappy_loss(embeddings, labels, self.delta_min, self.normalization, validate=False)
+        # validate passed on: with float16 embeddings it also sets up the refusal of a
+        # gradient float16 cannot hold (returned as inf otherwise)
+        return fappy_loss(embeddings, labels, self.delta_min, self.normalization,
+                          validate=self.validate, on_degenerate=self._on_degenerate)  # fmt: skip
 
     def extra_repr(self) -> str:
         return f"delta_min={self.delta_min}, normalization={self.normalization!r}"

@@ -59,6 +59,33 @@ def test_a_wrong_call_form_names_the_class_and_its_forms(name):
     assert _message(lambda: loss_fn(embeddings)) == missing
 
 
+@pytest.mark.parametrize("name", sorted(CLASS_FORM))
+def test_a_matrix_where_labels_go_is_named_with_the_form_it_resembles(name):
+    # was: "labels must be 1-D; got shape (6, 3)" (and (4, 6) for a mask), from the modules
+    # and smooth_ap_loss alike; only blackbox_ap_loss explained the cross-modal form
+    loss_fn = getattr(gradlab, name)()
+    queries, candidates = _cross_modal()
+    cross_modal = CROSS_MODAL in CLASS_FORM[name]
+    hint = (" (cross-modal: pass candidates and positives by keyword)" if cross_modal
+            else ": it has no cross-modal form (its functional core is in-batch retrieval)")
+    assert _message(lambda: loss_fn(queries, candidates)) == (
+        f"{name} takes {CLASS_FORM[name]}; got a [C, d] float tensor where labels go{hint}")
+    scores, mask = queries @ candidates.T, torch.eye(4, 6, dtype=torch.bool)
+    assert _message(lambda: loss_fn(scores, mask)) == (
+        f"{name} takes {CLASS_FORM[name]}; got a [Q, C] bool mask where labels go: it takes "
+        "embeddings, not a score matrix and its positives (gradlab's losses on a score matrix, "
+        "such as NTXentLoss, take those)")
+
+
+@pytest.mark.parametrize("function", ["smooth_ap_loss", "blackbox_ap_loss"])
+def test_the_functional_losses_name_a_matrix_where_labels_go_as_their_modules_do(function):
+    queries, candidates = _cross_modal()
+    form = f"loss(embeddings, labels) or {CROSS_MODAL}"
+    assert _message(lambda: getattr(gradlab.functional, function)(queries, candidates)) == (
+        f"{function} takes {form}; got a [C, d] float tensor where labels go (cross-modal: pass "
+        "candidates and positives by keyword)")
+
+
 @pytest.mark.parametrize("name", ["NTXentLoss", "MaxViolationTripletLoss", "SigLIPLoss"])
 def test_a_score_loss_called_without_its_positives_names_its_call_form(name):
     # loss(scores) alone, or a stray third argument, is a GradlabError naming the class and

@@ -206,6 +206,21 @@ def test_fappy_module_official_matches_the_caffe_loop():
         assert got == pytest.approx(loop(embeddings.tolist(), labels.tolist(), 0.05), abs=1e-12)
 
 
+def test_fappy_module_deltas_follow_a_delta_min_changed_after_construction():
+    # was: deltas were computed once in __init__ and went stale (the call used the new ones)
+    from gradlab import FAPPYLoss
+
+    loss = FAPPYLoss(0.01)
+    loss.delta_min = 0.3
+    halving = [2.0]
+    while halving[-1] / 2 >= 0.3:
+        halving.append(halving[-1] / 2)
+    assert loss.deltas == halving == [2.0, 1.0, 0.5]
+    embeddings = torch.randn(6, 3, generator=torch.Generator().manual_seed(2))
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    assert torch.equal(loss(embeddings, labels), FAPPYLoss(0.3)(embeddings, labels))
+
+
 # --- score-matrix modules: degenerate batches warn as SmoothAPLoss does ------------------------
 
 

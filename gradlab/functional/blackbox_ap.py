@@ -24,7 +24,11 @@ from collections.abc import Callable
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import gradient_overflow_message, outside_autocast
+from gradlab.functional.precision import (
+    gradient_overflow_message,
+    outside_autocast,
+    scores_made_from,
+)
 from gradlab.functional.score_losses import check_margin
 from gradlab.validation import (
     check_bool,
@@ -213,7 +217,7 @@ def _check_half_gradient(interpolation: float, columns: int) -> None:
             torch.float16,
             f"at interpolation={interpolation:g} Blackbox AP's |dAP/dS| can reach "
             f"2 (C - 1) / interpolation, {bound:.3g} (C = {columns} columns)",
-            "pass float32 or bfloat16 embeddings or scores, or a larger interpolation",
+            "pass float32 or bfloat16 {inputs}, or a larger interpolation",
         ))  # fmt: skip
 
 
@@ -267,25 +271,23 @@ def blackbox_ap_loss(
     """
     from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
     from gradlab.functional.losses import (
-        CROSS_MODAL_CALL,
         _mean_ap_loss,
         check_call_form,
         has_ranking_signal,
     )
 
-    if isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.is_floating_point():
-        raise GradlabError(  # blackbox_ap_loss(queries, candidates, positives): positional
-            f"{name} takes loss(embeddings, labels) or {CROSS_MODAL_CALL}; got a [C, d] float "
-            "tensor where labels go (cross-modal: pass candidates and positives by keyword)"
-        )
     checks = check_bool("validate", validate) and value_checks_enabled()
     check_optional_callable("on_degenerate", on_degenerate)
-    if check_call_form(name, labels, (), candidates, positives):
+    in_batch = check_call_form(name, labels, (), candidates, positives)
+    interpolation = check_interpolation(interpolation)  # before the scores are made
+    margin = check_margin(margin)
+    if in_batch:
         layout = in_batch_layout(embeddings, labels, validate=validate)
         if checks and on_degenerate is not None and not bool(has_ranking_signal(labels)):
             on_degenerate()
         scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query last
-        with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
+        with (refused_by_caller_name(embeddings=embeddings),  # validate=False: not "scores"
+              scores_made_from("embeddings")):  # fmt: skip
             ap = blackbox_ap(scores, layout.positives, interpolation, margin)
         return _mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))
     check_real_device(queries=embeddings, candidates=candidates, positives=positives)
@@ -301,6 +303,7 @@ def blackbox_ap_loss(
                                                   else candidates))  # fmt: skip
         if not flags[1] and on_degenerate is not None:
             on_degenerate()
-    with refused_by_caller_name(queries=embeddings, candidates=candidates):  # not "scores"
+    with (refused_by_caller_name(queries=embeddings, candidates=candidates),  # not "scores"
+          scores_made_from("queries and candidates")):  # fmt: skip
         ap = blackbox_ap(scores, positives, interpolation, margin)
     return _mean_ap_loss(ap, scores, positives.any(dim=1))

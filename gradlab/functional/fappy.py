@@ -36,6 +36,7 @@ are unordered (``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 
@@ -47,6 +48,7 @@ from gradlab.validation import (
     check_bool,
     check_embeddings_and_labels,
     check_in_range,
+    check_optional_callable,
     check_positive_int,
     check_real_device,
     check_same_device,
@@ -293,6 +295,7 @@ def fappy_loss(
     normalization: str = "paper",
     *,
     validate: bool = True,
+    on_degenerate: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """The multi-scale FAPPY loss of Algorithm 1 (Zhong et al.) from embeddings and labels.
 
@@ -312,6 +315,8 @@ def fappy_loss(
             there), a gradient float16 cannot hold (about ``1 / (negatives x Delta)`` per bin:
             at a small ``delta_min`` it passes 65504); ``False`` returns it as float16 holds
             it, ``inf``.
+        on_degenerate: called when no item has both a positive and a negative in the batch
+            (the loss is then 0); read with ``validate``, in its one host read.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -320,7 +325,20 @@ def fappy_loss(
     """
     normalization = check_normalization(normalization)
     validate = check_bool("validate", validate)
-    check_embeddings_and_labels(embeddings, labels, finite=validate)
+    delta_min = check_delta_min(delta_min)  # before the scores are made: a [B, B] product
+    check_optional_callable("on_degenerate", on_degenerate)
+    check_embeddings_and_labels(embeddings, labels)
+    if validate and value_checks_enabled():  # finite embeddings and the signal: one read
+        flags = [finite_flag(embeddings)]
+        if on_degenerate is not None:
+            from gradlab.functional.losses import has_ranking_signal
+
+            flags.append(has_ranking_signal(labels))
+        finite, *signal = torch.stack(flags).tolist()
+        if not finite:
+            raise GradlabError(non_finite_message("embeddings", embeddings))
+        if signal and not signal[0]:
+            on_degenerate()
     wide = widened(embeddings)  # half precision: computed in float32
     if (validate and embeddings.dtype == torch.float16 and wide.requires_grad
             and value_checks_enabled()):  # fmt: skip

@@ -19,7 +19,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
-from gradlab.functional.precision import outside_autocast
+from gradlab.functional.precision import outside_autocast, scores_made_from
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     PositiveGroup,
@@ -32,6 +32,7 @@ from gradlab.validation import (
     check_real_device,
     check_same_device,
     check_shape,
+    check_temperature,
     check_tensor,
     count_noun,
 )
@@ -206,6 +207,19 @@ def check_call_form(
     if not keywords:
         if labels is None:
             raise GradlabError(f"{name} takes {forms}; labels is missing")
+        if isinstance(labels, torch.Tensor) and labels.dim() == 2:  # another form's tensors
+            if labels.dtype == torch.bool:
+                raise GradlabError(
+                    f"{name} takes {forms}; got a [Q, C] bool mask where labels go: it takes "
+                    "embeddings, not a score matrix and its positives (gradlab's losses on a "
+                    "score matrix, such as NTXentLoss, take those)"
+                )
+            if labels.is_floating_point():
+                hint = (" (cross-modal: pass candidates and positives by keyword)" if cross_modal
+                        else ": it has no cross-modal form (its functional core is in-batch "
+                        "retrieval)")  # fmt: skip
+                raise GradlabError(f"{name} takes {forms}; got a [C, d] float tensor where "
+                                   f"labels go{hint}")  # fmt: skip
         return True
     if not cross_modal:
         raise GradlabError(
@@ -279,6 +293,7 @@ def smooth_ap_loss(
     """
     include_query = check_bool("include_query", include_query)
     validate = check_bool("validate", validate)
+    tau = check_temperature("tau", tau)  # before the scores are made: a [Q, C] product
     check_optional_callable("on_degenerate", on_degenerate)
     in_batch = check_call_form(name, labels, extra, candidates, positives)
     if include_query and not in_batch:  # no query is a candidate of its own there
@@ -301,17 +316,18 @@ def smooth_ap_loss(
     tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
     records = _RECORDS.get()
     stash: list = []  # the groups (always: they give the queries that have a positive)
-    ap = smooth_ap_checked(
-        scores,
-        positives,
-        tau,
-        candidate_mask,
-        budget=DEFAULT_CHUNK_ELEMENTS,
-        finite=finite if validate else None,
-        stash=stash,
-        ranks_needed=records is not None,
-        averaged=True,
-    )
+    with scores_made_from(" and ".join(finite)):  # a half refusal names what was passed
+        ap = smooth_ap_checked(
+            scores,
+            positives,
+            tau,
+            candidate_mask,
+            budget=DEFAULT_CHUNK_ELEMENTS,
+            finite=finite if validate else None,
+            stash=stash,
+            ranks_needed=records is not None,
+            averaged=True,
+        )
     groups = stash[0][0]
     if records is not None:
         # positives are candidates already: in-batch without the query, in_batch_layout leaves

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 import torch
@@ -106,21 +108,48 @@ def autocast_on(device_type: str) -> bool:
         return bool(torch.is_autocast_enabled()) if device_type == "cuda" else False
 
 
+_SCORED_FROM: ContextVar[str | None] = ContextVar("gradlab_scored_from", default=None)
+"""What the scores of a gradient-overflow refusal were made from (:func:`scores_made_from`)."""
+
+
+@contextmanager
+def scores_made_from(inputs: str) -> Iterator[None]:
+    """Within the block, a refusal of :func:`gradient_overflow_message` names ``inputs`` (what
+    a loss called on embeddings made its cosine scores of: ``"embeddings"``, ``"queries and
+    candidates"``) where it names ``scores`` otherwise: the caller passed no scores.
+
+    Example:
+        >>> with scores_made_from("embeddings"):
+        ...     print(gradient_overflow_message(torch.float16, "it can reach 1e+05",
+        ...                                     "pass float32 {inputs}")[:60])
+        embeddings (through their cosine scores) must keep the gradi
+    """
+    token = _SCORED_FROM.set(inputs)
+    try:
+        yield
+    finally:
+        _SCORED_FROM.reset(token)
+
+
 def gradient_overflow_message(dtype: torch.dtype, reach: str, remedy: str) -> str:
     """The refusal of half-precision scores whose ``dL/dS`` (computed in float32, returned in
     ``dtype``) could pass ``dtype``'s largest value: ``reach`` states the bound, ``remedy``
-    what to pass instead. One wording for every loss that checks it.
+    what to pass instead (``{inputs}`` in it: ``scores``, or what :func:`scores_made_from`
+    names). One wording for every loss that checks it.
 
     Example:
-        >>> print(gradient_overflow_message(torch.float16, "it can reach 1e+05", "pass float32"))
+        >>> print(gradient_overflow_message(torch.float16, "it can reach 1e+05",
+        ...                                 "pass float32 {inputs}"))
         ... # doctest: +NORMALIZE_WHITESPACE
-        scores (of a loss called on embeddings: their cosine scores) must keep the
-        gradient within torch.float16's largest value 65504 (dL/dS is computed in float32 and
-        returned in the scores' dtype); it can reach 1e+05; pass float32
+        scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is
+        computed in float32 and returned in the scores' dtype); it can reach 1e+05; pass
+        float32 scores
     """
+    made_from = _SCORED_FROM.get()
+    inputs = "scores" if made_from is None else made_from
+    subject = "scores" if made_from is None else f"{made_from} (through their cosine scores)"
     return (
-        f"scores (of a loss called on embeddings: their cosine scores) must keep "
-        f"the gradient within {dtype}'s largest value "
+        f"{subject} must keep the gradient within {dtype}'s largest value "
         f"{torch.finfo(dtype).max:.6g} (dL/dS is computed in float32 and returned in the "
-        f"scores' dtype); {reach}; {remedy}"
+        f"scores' dtype); {reach}; {remedy.format(inputs=inputs)}"
     )

@@ -292,7 +292,9 @@ def relaxed_tie_aware_ap(
             some fall outside the bins); defaults to that sum.
 
     Returns:
-        ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
+        ``[Q]`` relaxed AP; NaN where ``N+ = 0``. At integer counts ``"exact"`` is tie-aware
+        AP, in ``[0, 1]``; at fractional counts Eq. 13 is a relaxation, not an AP, and can
+        exceed 1 with every stand-in (then ``1 - AP`` is below 0), as the last example shows.
 
     Raises:
         GradlabError: wrong shapes or dtypes, counts that are not finite or break
@@ -304,6 +306,10 @@ def relaxed_tie_aware_ap(
         >>> total = torch.tensor([[1.0, 2.0, 1.0]], dtype=torch.float64)
         >>> relaxed_tie_aware_ap(positive, total, method="exact")
         tensor([0.7500], dtype=torch.float64)
+        >>> soft = torch.tensor([[0.9, 0.1]], dtype=torch.float64)  # 0.9 relevant, alone first
+        >>> [round(relaxed_tie_aware_ap(soft, torch.tensor([[0.9, 1.1]], dtype=torch.float64),
+        ...                             method).item(), 4) for method in ("exact", "log")]
+        [1.0313, 1.037]
     """
     check_harmonic_method(method)
     check_tensor("positive_counts", positive_counts, ndims=(2,), kind="float")
@@ -404,6 +410,8 @@ def minibatch_objective_terms(
     Each code queries the rest of the batch (the query is not its own candidate). Affinity is
     binary, ``v = [label_i == label_j]``. Returns ``(counts [M, b+1, 2], objective [M])``;
     ``objective`` is computed from ``counts`` so that ``d O_i / d counts`` is ``alpha`` of Eq. 24.
+    Codes off ``{-1, 1}`` give fractional soft counts, where the relaxed AP can exceed 1
+    (:func:`relaxed_tie_aware_ap`).
 
     Example:
         >>> codes = torch.tensor([[1.0, 1.0], [1.0, 0.9], [-1.0, -1.0], [-0.9, -1.0]])

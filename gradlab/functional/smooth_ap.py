@@ -746,8 +746,8 @@ def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool)
         ...     check_half_gradient(1e-5, [group], averaged=True)  # 1.25e5 / 4 = 31250: within
         ...     check_half_gradient(1e-6, [group], averaged=True)
         ... except GradlabError as error:
-        ...     print(str(error)[61:126])
-        must keep the gradient within torch.float16's largest value 65504
+        ...     print(str(error)[:66])
+        scores must keep the gradient within torch.float16's largest value
     """
     largest = torch.finfo(torch.float16).max
     queries = sum(int(group.queries.numel()) for group in groups) if averaged else 1
@@ -758,7 +758,7 @@ def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool)
             torch.float16,
             f"at tau={tau:g} SmoothAP's |dAP/dS| can reach {GRADIENT_PER_TAU} / tau{over}, "
             f"{bound:.3g}",
-            "pass float32 or bfloat16 embeddings or scores",
+            "pass float32 or bfloat16 {inputs}, or a larger tau",
         ))  # fmt: skip
 
 

@@ -11,6 +11,7 @@ import torch
 
 from gradlab import BlackboxAPLoss, GradlabError
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
+from gradlab.functional.fappy import fappy_loss
 from gradlab.functional.losses import fastap_loss, smooth_ap_loss
 from tests.reference.histogram_losses_loops import ranked_ap
 from tests.reference.smooth_ap_loops import cosine
@@ -133,3 +134,46 @@ def test_an_on_degenerate_that_is_not_callable_is_refused_before_any_batch(loss,
     embeddings, labels = torch.randn(4, 3), torch.tensor([0, 0, 1, 1])  # not degenerate
     message = _message(lambda: loss(embeddings, labels, on_degenerate=bad))
     assert message == f"on_degenerate must be None or a callable; got {type(bad).__name__} {bad!r}"
+
+
+class _Made(torch.overrides.TorchFunctionMode):
+    """The shapes of the tensors torch functions made inside the block."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if isinstance(result, torch.Tensor):
+            self.shapes.append(tuple(result.shape))
+        return result
+
+
+_PAIR = {"embeddings": torch.randn(6, 3), "labels": torch.tensor([0, 0, 1, 1, 2, 2])}
+_CROSS = {"embeddings": torch.randn(3, 4),
+          "candidates": torch.randn(5, 4), "positives": torch.eye(3, 5, dtype=torch.bool)}
+
+
+@pytest.mark.parametrize(("loss", "inputs", "option", "bad"), [
+    (smooth_ap_loss, _PAIR, "tau", -1.0),
+    (smooth_ap_loss, _PAIR, "tau", math.nan),
+    (smooth_ap_loss, _PAIR, "tau", "0.1"),
+    (smooth_ap_loss, _CROSS, "tau", 0.0),
+    (blackbox_ap_loss, _PAIR, "interpolation", 0.0),
+    (blackbox_ap_loss, _PAIR, "margin", -1.0),
+    (blackbox_ap_loss, _CROSS, "interpolation", math.inf),
+    (fappy_loss, _PAIR, "delta_min", 0.0),
+    (fappy_loss, _PAIR, "delta_min", "0.1"),
+    (fastap_loss, _PAIR, "num_bins", 0),
+])  # fmt: skip
+def test_a_bad_option_is_refused_before_any_score_is_computed(loss, inputs, option, bad):
+    # was: the cosine matrix (a [B, B] product) was built first, the option refused after it
+    arguments = dict(inputs)
+    embeddings = arguments.pop("embeddings")
+    made = _Made()
+    with made, pytest.raises(GradlabError) as caught:
+        loss(embeddings, **arguments, **{option: bad})
+    assert str(caught.value).startswith(f"{option} must be ")
+    columns = len(arguments.get("candidates", embeddings))
+    assert (len(embeddings), columns) not in made.shapes  # no score matrix was made

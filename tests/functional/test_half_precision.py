@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F_torch
 
+import gradlab
 import gradlab.functional as F
 from gradlab import GradlabError
 from gradlab.validation import skip_value_checks
@@ -25,9 +26,11 @@ LOSSES = {
     "sigmoid_pair": lambda s: F.sigmoid_pair_loss(s, EYE, scale=10.0, bias=-10.0),
 }
 
-OVERFLOW = ("scores (of a loss called on embeddings: their cosine scores) must keep the "
-            "gradient within ")
-"""How a refusal of a half-precision gradient that could overflow begins."""
+OVERFLOW = "scores must keep the gradient within "
+"""How a refusal of a half-precision gradient that could overflow begins, on scores passed."""
+
+EMBEDDINGS_OVERFLOW = "embeddings (through their cosine scores) must keep the gradient within "
+"""How it begins for a loss called on embeddings (the user passed no scores)."""
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -467,8 +470,8 @@ def test_every_half_smooth_ap_call_that_validate_accepts_has_a_finite_gradient(p
             try:
                 value = call(leaf)
             except GradlabError as error:
-                assert str(error).startswith(OVERFLOW +
-                                             "torch.float16's largest value 65504")  # fmt: skip
+                begins = OVERFLOW if leaf.shape == scores.shape else EMBEDDINGS_OVERFLOW
+                assert str(error).startswith(begins + "torch.float16's largest value 65504")
                 refused += 1
                 continue
             value.backward()
@@ -484,14 +487,19 @@ def test_the_smooth_ap_gradient_refusal_states_its_bound():
         f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); at tau=1e-07 SmoothAP's "
         f"|dAP/dS| can reach 1.25 / tau, {1.25 / 1e-7:.3g}; pass float32 or bfloat16 "
-        "embeddings or scores")
+        "scores, or a larger tau")
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 7])  # 6 queries with a positive
     half = torch.ones(8, 3, dtype=torch.float16)
     assert _gradient_refusal(lambda: F.smooth_ap_loss(half, labels, tau=1e-6)) == (
-        f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
+        f"{EMBEDDINGS_OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); at tau=1e-06 SmoothAP's "
         f"|dAP/dS| can reach 1.25 / tau over the 6 queries with a positive, "
-        f"{1.25 / 1e-6 / 6:.3g}; pass float32 or bfloat16 embeddings or scores")
+        f"{1.25 / 1e-6 / 6:.3g}; pass float32 or bfloat16 embeddings, or a larger tau")
+    queries, candidates = half[:4], half[4:]  # cross-modal: named as passed
+    cross_modal = functools.partial(F.smooth_ap_loss, queries, candidates=candidates,
+                                    positives=torch.eye(4, dtype=torch.bool), tau=1e-6)
+    assert _gradient_refusal(cross_modal).startswith(
+        "queries and candidates (through their cosine scores) must keep the gradient within")
     for dtype in (torch.bfloat16, torch.float32):  # their range holds it: no refusal
         F.smooth_ap(tied.to(dtype), positives, 1e-7)
     with skip_value_checks():  # validate off: what went through before, an inf gradient
@@ -541,10 +549,17 @@ def test_blackbox_ap_refuses_float16_scores_whose_gradient_can_pass_float16():
         message = _gradient_refusal(functools.partial(
             F.blackbox_ap_loss, embeddings, labels, interpolation=interpolation, margin=0.0))
         assert message == (
+            f"{EMBEDDINGS_OVERFLOW}torch.float16's largest value 65504 (dL/dS is computed in "
+            f"float32 and returned in the scores' dtype); at interpolation={interpolation:g} "
+            f"Blackbox AP's |dAP/dS| can reach 2 (C - 1) / interpolation, {bound:.3g} (C = 4 "
+            "columns); pass float32 or bfloat16 embeddings, or a larger interpolation")
+        scores = torch.zeros(4, 4, dtype=torch.float16, requires_grad=True)  # passed as scores
+        assert _gradient_refusal(functools.partial(
+            F.blackbox_ap, scores, torch.eye(4, dtype=torch.bool), interpolation, 0.0)) == (
             f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is computed in float32 and "
             f"returned in the scores' dtype); at interpolation={interpolation:g} Blackbox AP's "
             f"|dAP/dS| can reach 2 (C - 1) / interpolation, {bound:.3g} (C = 4 columns); pass "
-            "float32 or bfloat16 embeddings or scores, or a larger interpolation")
+            "float32 or bfloat16 scores, or a larger interpolation")
     # the bound at exactly 65504 is accepted, and that gradient is finite
     interpolation = 2 * (4 - 1) / 65504
     F.blackbox_ap_loss(embeddings, labels, interpolation=interpolation, margin=0.0).backward()
@@ -581,6 +596,23 @@ def test_fappy_refuses_a_float16_gradient_it_cannot_hold_when_backward_runs(delt
     expected = torch.eye(4, requires_grad=True)
     F.fappy_loss(expected, labels, delta_min=0.25).backward()
     assert torch.equal(held.grad, expected.grad.half())
+
+
+@pytest.mark.parametrize("validate", [True, False])
+def test_fappy_loss_module_refuses_the_float16_gradient_as_its_function_does(validate):
+    # was: FAPPYLoss called its function with validate=False, so the refusal was never set up
+    # and the module handed back [0, -inf, inf, ...] where fappy_loss refuses
+    labels = torch.tensor([0, 0, 1, 1])
+    module = gradlab.FAPPYLoss(delta_min=2**-20, validate=validate)
+    embeddings = torch.eye(4, dtype=torch.float16, requires_grad=True)
+    loss = module(embeddings, labels)
+    if validate:
+        function = F.fappy_loss(torch.eye(4, dtype=torch.float16, requires_grad=True), labels,
+                                delta_min=2**-20)  # fmt: skip
+        assert _gradient_refusal(loss.backward) == _gradient_refusal(function.backward)
+    else:  # as the function's validate=False: returned as float16 holds it
+        loss.backward()
+        assert not torch.isfinite(embeddings.grad).all()
 
 
 def test_an_empty_float16_batch_backward_through_fappy_gives_an_empty_gradient():

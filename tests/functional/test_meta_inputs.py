@@ -16,7 +16,7 @@ LABELS = torch.zeros(M, dtype=torch.long, device="meta")
 
 CALLS = {
     "smooth_ap": lambda: F.smooth_ap(SCORES, POSITIVES),
-    "smooth_ap_loss": lambda: F.smooth_ap_loss(SCORES, POSITIVES),
+    "smooth_ap_loss": lambda: F.smooth_ap_loss(EMBEDDINGS, LABELS),
     "nt_xent_loss": lambda: F.nt_xent_loss(SCORES, POSITIVES),
     "max_violation_triplet_loss": lambda: F.max_violation_triplet_loss(SCORES, POSITIVES),
     "operating_region_proportion": lambda: F.operating_region_proportion(SCORES),
@@ -24,7 +24,7 @@ CALLS = {
     "tie_aware_ap": lambda: F.tie_aware_ap(SCORES, POSITIVES),
     "tie_aware_ndcg": lambda: F.tie_aware_ndcg(SCORES, POSITIVES.float()),
     "fastap_loss": lambda: F.fastap_loss(EMBEDDINGS, LABELS),
-    "blackbox_ap_loss": lambda: F.blackbox_ap_loss(SCORES, POSITIVES),
+    "blackbox_ap_loss": lambda: F.blackbox_ap_loss(EMBEDDINGS, LABELS),
     "in_batch_layout": lambda: F.in_batch_layout(EMBEDDINGS, LABELS),
     "retrieval_report": lambda: F.retrieval_report(SCORES, POSITIVES),
 }

@@ -130,6 +130,6 @@ def test_before_2_4_cudas_state_is_not_read_for_a_device_without_autocast(monkey
 def test_the_gradient_overflow_refusal_names_the_scores_dtype_and_its_largest_value(dtype,
                                                                                     largest):
     assert gradient_overflow_message(dtype, "it can reach 1e+05", "pass float32") == (
-        "scores (of a loss called on embeddings: their cosine scores) must keep the gradient "
-        f"within {dtype}'s largest value {largest} (dL/dS is computed in float32 and returned "
-        "in the scores' dtype); it can reach 1e+05; pass float32")
+        f"scores must keep the gradient within {dtype}'s largest value {largest} (dL/dS is "
+        "computed in float32 and returned in the scores' dtype); it can reach 1e+05; pass "
+        "float32")

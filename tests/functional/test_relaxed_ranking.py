@@ -145,6 +145,22 @@ def test_relaxed_ap_matches_the_printed_formula(seed, bins, method, empty):
             assert got[q].item() == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize("method", ["exact", "log", "midpoint"])
+def test_relaxed_ap_of_fractional_counts_can_exceed_one_as_the_printed_formula_does(method):
+    # 0.9 of a relevant item alone in the first bin, then 0.1 relevant among 1.1 items: Eq. 13
+    # evaluated bin by bin (mpmath) is above 1 for every stand-in; the docstring says so
+    positive = torch.tensor([[0.9, 0.1]], dtype=torch.float64)
+    counts = torch.tensor([[0.9, 1.1]], dtype=torch.float64)
+    expected = relaxed_ap([0.9, 0.1], [0.9, 1.1], method)
+    assert expected > 1
+    assert relaxed_tie_aware_ap(positive, counts, method).item() == pytest.approx(expected,
+                                                                                rel=1e-12)
+    # at integer counts "exact" is tie-aware AP, at most 1 (the first bin holds one positive)
+    whole = relaxed_tie_aware_ap(torch.tensor([[1.0, 0.0]], dtype=torch.float64),
+                                 torch.tensor([[1.0, 1.0]], dtype=torch.float64), "exact")
+    assert whole.item() == pytest.approx(1.0, abs=1e-15)
+
+
 @pytest.mark.parametrize("method", HARMONIC_METHODS)
 def test_relaxed_dcg_gradcheck(method):
     counts = torch.tensor(
