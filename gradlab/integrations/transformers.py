@@ -270,6 +270,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._calls_at_step = 0  # the Monitor's watched calls at its previous step
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
+        self._began = False  # a train() opened this callback's Monitor
         self._warned_order = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys of the Trainer's logs that the record has too
@@ -340,6 +341,9 @@ class GradlabTrainerCallback(TrainerCallback):
             return loss_fn  # watched already, in place (a notebook cell run again)
         if isinstance(earlier, _WatchedCall):  # another callback's (a notebook cell run again)
             loss_fn.forward = _WatchedCall(self, earlier.loss_fn)  # now this one's alone
+            first = earlier.callback
+            if first._began and first.monitor is None:  # its train() ended: trained again
+                return loss_fn
             warnings.warn(  # two callbacks alive: the first would log nothing, said nowhere
                 f"GradlabTrainerCallback: loss_fn {type(loss_fn).__name__} was watched by "
                 "another GradlabTrainerCallback; it is now watched by this one alone, and the "
@@ -437,10 +441,13 @@ class GradlabTrainerCallback(TrainerCallback):
             if not isinstance(other, GradlabTrainerCallback) or other is self:
                 continue
             if other._folder(args).resolve() == folder:
+                ended = other._began and other.monitor is None  # its train() has ended
                 raise GradlabError(
                     f"trainer already holds a {type(other).__name__} writing to {str(folder)!r}; "
                     "one folder takes one Monitor: watch every loss with one callback and attach "
-                    "it once, or give each callback its own log_dir"
+                    "it once, or give each callback its own log_dir" + (
+                        "; that callback's train() has ended: to train again, remove it first "
+                        "(trainer.remove_callback(that_callback))" if ended else "")
                 )
             if other.prefix == self.prefix:  # the Trainer's logs keep the first value of a key
                 raise GradlabError(
@@ -504,6 +511,7 @@ class GradlabTrainerCallback(TrainerCallback):
     # --- Trainer events ------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, **kwargs):
+        trained_before = self._began  # an earlier train() of this callback
         self._close(log_last_step=False)  # a previous run that was not closed
         folder = self._folder(args)
         options = self.options
@@ -520,18 +528,24 @@ class GradlabTrainerCallback(TrainerCallback):
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments
             resumed = int(state.global_step)  # a checkpoint's step, set before train begins
+            name = type(self).__name__
             hint = (f"; the Trainer resumes from a checkpoint at step {resumed}: "
-                    f"{type(self).__name__}(resume=True) continues the run's records from "
+                    f"{name}(resume=True) continues the run's records from "
                     "there" if resumed > 0 else "")  # fmt: skip
+            again = (f"; this {name} logged an earlier train() of this trainer there: to train "
+                     "it again, replace the callback: trainer.remove_callback(callback), then "
+                     f"watch the loss with a new {name}(resume=True) (its records continue the "
+                     f"run's) or {name}(overwrite=True), and attach it"
+                     if trained_before else "")  # fmt: skip
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
-                                 f"{type(self).__name__}(...){hint})") from error  # fmt: skip
+                                 f"{name}(...){hint}){again}") from error  # fmt: skip
         except GradlabError as error:  # the folder is held: by a callback of this process?
             holder = _holding(folder, self)
             if holder is None:
                 raise
             raise GradlabError(
-                f"{error} Here it is the Monitor of another GradlabTrainerCallback of this "
-                "process, whose train() did not end (it failed with the callback passed as "
+                f"{str(error).rstrip('.')}. Here it is the Monitor of another "
+                "GradlabTrainerCallback of this process, whose train() did not end (it failed with the callback passed as "
                 "callbacks=[...]: callback.attach(trainer) releases the folder when training "
                 "fails): close it with that_callback.monitor.close(), or give this callback "
                 "another folder"
@@ -546,6 +560,7 @@ class GradlabTrainerCallback(TrainerCallback):
         # that starts over (global_step 0) logs its steps again after the earlier ones.
         if resumed_at > self.monitor.step_count and int(state.global_step) == 0:
             self._warn_resumed_behind(folder, resumed_at - 1, self.monitor.step_count)
+        self._began = True
         self._first_step = int(state.global_step)  # a resumed run starts past 0
         self._calls_at_step = 0
         self.last_record = None

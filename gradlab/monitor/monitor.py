@@ -1174,7 +1174,7 @@ class Monitor:
                 "comparable with those before; use a new "
                 "log_dir (or overwrite=True) for a new run",
                 UserWarning,
-                stacklevel=caller_stacklevel(),
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # a callback's: train()
             )
 
     def close(self, log_last_step: bool = True) -> None:
@@ -1191,7 +1191,10 @@ class Monitor:
         any other), or pass ``log_last_step=False`` (as leaving a ``with`` block by an
         exception does).
         """
-        self._close(check_bool("log_last_step", log_last_step), stacklevel=3)
+        # the warnings of _close (one frame down) name the user's line: close() itself, or the
+        # fit() / train() of a trainer whose callback closes the Monitor
+        self._close(check_bool("log_last_step", log_last_step),
+                    stacklevel=caller_stacklevel(TRAINER_PACKAGES) + 1)  # fmt: skip
 
     def _arm_never_stepped_warning(self) -> None:
         """At the first watched call: warn if this Monitor is collected, or the program ends,

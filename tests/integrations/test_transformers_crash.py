@@ -136,7 +136,7 @@ def test_a_folder_held_by_a_crashed_unattached_callback_names_the_way_out(tmp_pa
     with pytest.raises(GradlabError, match="is in use by another Monitor") as raised:
         again.train()
     assert str(raised.value).endswith(
-        " Here it is the Monitor of another GradlabTrainerCallback of this process, whose "
+        ". Here it is the Monitor of another GradlabTrainerCallback of this process, whose "
         "train() did not end (it failed with the callback passed as callbacks=[...]: "
         "callback.attach(trainer) releases the folder when training fails): close it with "
         "that_callback.monitor.close(), or give this callback another folder")

@@ -9,6 +9,7 @@ where ``import open_clip`` works, the package itself with a tiny ``open_clip.mod
 
 import re
 import types
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 from gradlab.monitor import read_jsonl
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations_transformers.md"
-OPEN_CLIP, OPEN_CLIP_LOSS_FILE, OFFLINE_MODELS = 2, 3, 4
+TRAIN_AGAIN, OPEN_CLIP, OPEN_CLIP_LOSS_FILE, OFFLINE_MODELS = 2, 3, 4, 5
 """The indexes of the page's blocks (0 and 1: sentence-transformers, the Trainer)."""
 
 
@@ -43,7 +44,7 @@ def assert_same_steps_and_keys(folder: Path, trainer) -> None:
 
 
 def test_the_page_has_one_example_per_integration_and_one_of_offline_models():
-    assert len(blocks()) == 5
+    assert len(blocks()) == 6  # and one of training a Trainer again
 
 
 def test_the_offline_models_example_builds_a_model_and_a_guide_and_trains_gist(
@@ -85,6 +86,31 @@ def test_the_sentence_transformers_example(tmp_path, monkeypatch):
                  "train_dataset": Dataset.from_dict({"anchor": anchors, "positive": positives})}
     namespace = run_block(0, namespace, tmp_path, monkeypatch)
     assert_same_steps_and_keys(tmp_path, namespace["trainer"])
+
+
+def test_training_the_sentence_transformers_example_again_as_the_page_says(tmp_path,
+                                                                          monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    from datasets import Dataset
+
+    from gradlab.errors import RunExistsError
+    from gradlab.monitor import read_segments
+    from tests.helpers.hf_models import caption_pairs, static_model
+
+    anchors, positives = caption_pairs(64)
+    namespace = {"model": static_model(),
+                 "train_dataset": Dataset.from_dict({"anchor": anchors, "positive": positives})}
+    namespace = run_block(0, namespace, tmp_path, monkeypatch)
+    with pytest.raises(RunExistsError, match="to train it again, replace the callback"):
+        namespace["trainer"].train()  # what the page says a second train() does
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_block(TRAIN_AGAIN, namespace, tmp_path, monkeypatch)
+    said = [str(w.message) for w in caught if "gradlab" in str(w.message).lower()]
+    assert len(said) == 1 and "its steps 1-5 will be logged again" in said[0]
+    segments = read_segments(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
+    steps = [[record["step"] for record in records] for _, records in segments]
+    assert steps == [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]
 
 
 def test_the_hugging_face_trainer_example(tmp_path, monkeypatch):

@@ -2,14 +2,16 @@
 (the second Monitor failed inside train() with advice to pass resume=True)."""
 
 import re
+import warnings
 
 import pytest
 
 pytest.importorskip("transformers")
 
 import gradlab
-from gradlab import GradlabError
+from gradlab.errors import GradlabError, RunExistsError
 from gradlab.integrations.transformers import GradlabTrainerCallback
+from gradlab.monitor.sinks import read_segments
 from tests.helpers.hf_models import (
     PairDataset,
     in_batch_trainer_class,
@@ -106,3 +108,49 @@ def test_two_callbacks_passed_with_one_prefix_are_told_to_take_their_own(tmp_pat
         "Trainer reports there, its values are kept and this callback's are in metrics.jsonl "
         "only; give each callback its own prefix (prefix='gradlab_2/') to report both (later "
         "such steps are not warned about)")
+
+
+def test_training_the_same_trainer_again_says_how_and_that_way_works(tmp_path):
+    # was: "resume and overwrite are arguments of GradlabTrainerCallback(...)", and a new
+    # callback with overwrite=True was then refused at attach (the trainer still held the first)
+    made, first = trainer(tmp_path)
+    first.attach(made)
+    made.train()
+    folder = str((tmp_path / "out" / "gradlab_logs").resolve())
+    with pytest.raises(RunExistsError) as raised:
+        made.train()
+    assert str(raised.value).endswith(
+        "; this GradlabTrainerCallback logged an earlier train() of this trainer there: to train "
+        "it again, replace the callback: trainer.remove_callback(callback), then watch the loss "
+        "with a new GradlabTrainerCallback(resume=True) (its records continue the run's) or "
+        "GradlabTrainerCallback(overwrite=True), and attach it")
+    with pytest.raises(GradlabError) as refused:  # a new one while the first is still there
+        GradlabTrainerCallback(overwrite=True).attach(made)
+    assert str(refused.value) == (
+        f"trainer already holds a GradlabTrainerCallback writing to {folder!r}; one folder takes "
+        "one Monitor: watch every loss with one callback and attach it once, or give each "
+        "callback its own log_dir; that callback's train() has ended: to train again, remove it "
+        "first (trainer.remove_callback(that_callback))")
+    made.remove_callback(first)  # the way the messages give
+    again = GradlabTrainerCallback(preset="cheap", resume=True)
+    made.loss_fn = again.watch(gradlab.NTXentLoss(0.05), inputs="scores")
+    again.attach(made)
+    made.train()
+    segments = read_segments(tmp_path / "out" / "gradlab_logs" / "metrics.jsonl")
+    assert [[record["step"] for record in records] for _, records in segments] == [[1, 2], [1, 2]]
+
+
+def test_resuming_with_other_settings_is_warned_at_the_train_line(tmp_path):
+    # was: the warning named transformers' trainer_callback.py, where on_train_begin is called
+    made, first = trainer(tmp_path)
+    first.attach(made)
+    made.train()
+    made.remove_callback(first)
+    again = GradlabTrainerCallback(preset="default", resume=True)  # the first run: "cheap"
+    made.loss_fn = again.watch(gradlab.NTXentLoss(0.05), inputs="scores")
+    again.attach(made)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made.train()
+    said = [w for w in caught if "with other settings" in str(w.message)]
+    assert [w.filename for w in said] == [__file__]

@@ -43,3 +43,6 @@ def test_unreadable_calls_on_logging_steps_are_not_blamed_on_logging_steps(tmp_p
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert any("not a [Q, C] score matrix" in message for message in messages)
     assert not [message for message in messages if "logged none" in message]
+    # the closing "nothing was logged" points at trainer.train(), not into gradlab's callback
+    said = [w for w in caught if str(w.message).startswith("gradlab.Monitor: nothing was logged")]
+    assert [w.filename for w in said] == [__file__]
