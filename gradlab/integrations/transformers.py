@@ -545,8 +545,9 @@ class GradlabTrainerCallback(TrainerCallback):
                 raise
             raise GradlabError(
                 f"{str(error).rstrip('.')}. Here it is the Monitor of another "
-                "GradlabTrainerCallback of this process, whose train() did not end (it failed with the callback passed as "
-                "callbacks=[...]: callback.attach(trainer) releases the folder when training "
+                "GradlabTrainerCallback of this process, whose train() did not end (it failed "
+                "with the callback passed as callbacks=[...]: callback.attach(trainer) "
+                "releases the folder when training "
                 "fails): close it with that_callback.monitor.close(), or give this callback "
                 "another folder"
             ) from error
