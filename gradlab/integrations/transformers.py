@@ -271,6 +271,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
         self._began = False  # a train() opened this callback's Monitor
+        self._several_losses = False  # the attached trainer's loss is a dict (one per dataset)
         self._warned_order = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys of the Trainer's logs that the record has too
@@ -392,6 +393,8 @@ class GradlabTrainerCallback(TrainerCallback):
                 f"{type(trainer).__name__}"
             )
         self._refuse_a_second_callback_in_the_same_folder(trainer, callbacks)
+        # a loss per dataset (sentence-transformers): a step may call only unwatched ones
+        self._several_losses = isinstance(getattr(trainer, "loss", None), dict)
         if self in callbacks:
             callbacks.remove(self)
         first = next((index for index, callback in enumerate(callbacks)
@@ -582,11 +585,13 @@ class GradlabTrainerCallback(TrainerCallback):
         # A step that called no watched loss after others did: a train_dataset dict whose
         # losses are not all watched. The Monitor's warning about it assumes that the user calls
         # monitor.step() twice per optimizer step; this callback says what happened instead.
-        idle = 0 < monitor.calls == self._calls_at_step
+        idle = monitor.calls == self._calls_at_step and (monitor.calls > 0 or self._several_losses)
         with warnings.catch_warnings():
             if idle:
                 warnings.filterwarnings("ignore", r"gradlab\.Monitor: monitor\.step\(\) closed "
                                         r"step \d+ without a call", RuntimeWarning)  # fmt: skip
+                warnings.filterwarnings("ignore", r"gradlab\.Monitor: step \d+ logs nothing in "
+                                        r".*: no watched loss", RuntimeWarning)  # fmt: skip
             record = monitor.step()
         self._calls_at_step = monitor.calls
         if record is not None:

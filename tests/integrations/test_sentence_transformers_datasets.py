@@ -19,7 +19,7 @@ from gradlab.monitor import read_jsonl
 from tests.helpers.hf_models import caption_pairs, sentence_training_arguments, static_model
 
 
-def train(tmp_path, watch_both):
+def train(tmp_path, watch_both, watched="pairs"):
     model = static_model()
     anchors, positives = caption_pairs(32)
     pairs = Dataset.from_dict({"anchor": anchors[:16], "positive": positives[:16]})
@@ -29,7 +29,7 @@ def train(tmp_path, watch_both):
     loss_per_dataset = {
         name: losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
         for name in ("pairs", "triplets")}  # fmt: skip
-    callback.watch(loss_per_dataset["pairs"])
+    callback.watch(loss_per_dataset[watched])
     if watch_both:
         callback.watch(loss_per_dataset["triplets"])
     arguments = sentence_training_arguments(tmp_path, max_steps=6, per_device_train_batch_size=4,
@@ -52,6 +52,18 @@ def test_steps_of_an_unwatched_loss_are_named_and_not_logged(tmp_path):
     assert not [message for message in told if "monitor.step() closed step" in message]
     assert told == [
         "GradlabTrainerCallback: training step 2 called none of the losses it watches, so it is "
+        "not logged (a train_dataset dict with a loss per dataset: only the steps of the watched "
+        "losses are logged; watch each loss with callback.watch to log every step); later such "
+        "steps are not warned about"]
+
+
+def test_an_unwatched_first_step_is_named_by_the_callback_too(tmp_path):
+    # was: step 1 (the unwatched pairs, before any watched call) got the Monitor's advice to
+    # train with the wrapped loss or attach the Monitor; the callback's own came at step 4
+    records, told = train(tmp_path, watch_both=False, watched="triplets")
+    assert [record["step"] for record in records] == [2, 4, 6]
+    assert told == [
+        "GradlabTrainerCallback: training step 1 called none of the losses it watches, so it is "
         "not logged (a train_dataset dict with a loss per dataset: only the steps of the watched "
         "losses are logged; watch each loss with callback.watch to log every step); later such "
         "steps are not warned about"]
