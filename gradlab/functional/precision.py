@@ -66,6 +66,34 @@ def outside_autocast(function: Function) -> Function:
     return run  # type: ignore[return-value]
 
 
+def call_form_checked(function: Function) -> Function:
+    """``function``, refusing a call that does not fit its signature (an argument too many, a
+    misspelt keyword) with a :class:`~gradlab.errors.GradlabError` that shows the signature
+    and names its keyword-only arguments, where Python raises a bare ``TypeError``. A
+    ``TypeError`` raised inside a call that fits is left as it is. Costs a ``try`` per call.
+
+    Example:
+        >>> @call_form_checked
+        ... def width(tau, *, eps=0.005):
+        ...     return tau * eps
+        >>> try:
+        ...     width(0.1, 0.01)
+        ... except GradlabError as error:
+        ...     print(error)
+        width(tau, *, eps=0.005): too many positional arguments; eps is keyword-only: pass it by name (eps=...)
+    """  # noqa: E501
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TypeError as error:
+            _refuse_call_form(function, args, kwargs, error)
+            raise
+
+    return checked  # type: ignore[return-value]
+
+
 def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: TypeError) -> None:
     """Raise a :class:`~gradlab.errors.GradlabError` when ``args`` and ``kwargs`` do not fit
     ``function``'s signature (Python's ``TypeError`` names no keyword-only argument), naming
