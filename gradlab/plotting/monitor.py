@@ -13,6 +13,7 @@ back to the start. Resumed runs (header ``"resumed"``) continue their run's line
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import math
@@ -141,6 +142,30 @@ def _mixed_taus(
             "depend on tau (SmoothAP's sigmoid width), so their lines do not compare across "
             "them")
 """The figure families of gradlab's quantities, in drawing order."""
+
+def _default_tau(run_dirs: Sequence[str | Path]) -> float | None:
+    """The tau every run drawn was logged at when none of them had one from its loss or from
+    the Monitor's ``tau`` argument (their headers' ``config``: ``tau_from`` is ``"default"``,
+    as for a loss without a sigmoid, NT-Xent or MultipleNegativesRankingLoss), else None."""
+    taus = set()
+    for run_dir in run_dirs:
+        for header in stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+            config = header.get("config") if isinstance(header, dict) else None
+            if not isinstance(config, dict) or config.get("tau_from") != "default":
+                return None
+            tau = config.get("tau")
+            if not isinstance(tau, (int, float)) or isinstance(tau, bool):
+                return None
+            taus.add(float(tau))
+    return taus.pop() if len(taus) == 1 else None
+
+
+def _said_of_the_default_tau(plot: Plot, tau: float) -> Plot:
+    """``plot`` of a family that reads tau (:data:`TAU_FAMILIES`), its title saying that runs
+    logged at gradlab's default ``tau`` measure SmoothAP's sigmoid, not their loss's gradient."""
+    return dataclasses.replace(plot, title=(
+        f"{plot.title} [SmoothAP's sigmoid at the default tau {tau:g}: not this loss's "
+        "gradient]"))
 
 FAMILIES = {family: (plot.title, plot.keys, plot.ylabel) for family, plot in PLOTS.items()}
 """Family -> (title, keys, y label)."""
@@ -470,6 +495,10 @@ def plot_runs(
                            f"family draws{said}")  # fmt: skip
     mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
                         labels)  # fmt: skip
+    default_tau = _default_tau(run_dirs)
+    if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
+        plots = {family: _said_of_the_default_tau(plot, default_tau)
+                 if family in TAU_FAMILIES else plot for family, plot in plots.items()}
     if mixed is not None:
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})

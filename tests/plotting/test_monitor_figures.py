@@ -1368,3 +1368,39 @@ def test_a_log_with_no_key_at_all_and_one_with_two_unknown_keys_are_refused_in_w
     assert str(refused.value) == (
         f"the logs of [{str(two)!r}] hold no key that a figure family draws: mine_a, mine_b "
         f"{UNDRAWN_HINT}")
+
+
+def _run_of(folder, loss_fn):
+    generator = torch.Generator().manual_seed(0)
+    with gradlab.Monitor(folder, preset="default", every=1) as monitor:  # tau: not given
+        watched = monitor.watch(loss_fn)
+        for _ in range(2):
+            embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+            unit = torch.nn.functional.normalize(embeddings, dim=1)
+            if isinstance(loss_fn, gradlab.SmoothAPLoss):
+                watched(embeddings, torch.arange(8) % 2).backward()
+            else:
+                watched(unit @ unit.T / 0.1, torch.arange(8) % 2).backward()
+            monitor.step()
+    return folder
+
+
+def test_the_sigmoid_families_of_a_loss_without_a_tau_say_so_in_their_titles(tmp_path,
+                                                                            monkeypatch):
+    # an NT-Xent run drew P and the gradient counts (SmoothAP's sigmoid at gradlab's default
+    # tau) under the same titles as a SmoothAP run's, as if they described its gradient
+    ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
+    smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.05))
+    sigmoid = sorted(family for family in ("operating_region", "gradient_counts",
+                                           "gradient_count_mean"))  # fmt: skip
+    titles = {}
+    for name, run in (("ntxent", ntxent), ("smooth", smooth)):
+        figures, _ = _drawn(monkeypatch, [run], out=tmp_path / f"{name}_figures")
+        titles[name] = {stem: figure.axes[0].get_title().replace("\n", " ")
+                        for stem, figure in figures.items() if stem in sigmoid}  # fmt: skip
+        _close(figures)
+    assert sorted(titles["ntxent"]) == sorted(titles["smooth"]) == sigmoid
+    note = " [SmoothAP's sigmoid at the default tau 0.01: not this loss's gradient]"
+    for family in sigmoid:
+        assert titles["ntxent"][family] == titles["smooth"][family] + note
+        assert "default tau" not in titles["smooth"][family]
