@@ -633,16 +633,81 @@ def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=
             yield {s: _coordinate(s, generator, signs) for s in symbols}
 
 
+SCALES = (0, 0, 0, 1, 2, 3, 4)
+"""Powers of ten a default coordinate of a symbol of either sign (a score, a logit: declared
+``real=True`` alone) is divided by, drawn at random: most points at the scale of ``p / q``,
+some 10 to 10,000 times smaller, near 0 (a slip of a sigmoid's slope at ``tau = 0.001`` shows
+only where ``x / tau`` is of order one: at larger ``|x|`` both sides are its tails)."""
+
+
 def _coordinate(symbol: sp.Symbol, generator: random.Random, signs: random.Random) -> sp.Rational:
-    """A default point's coordinate: ``p / q`` (``p`` up to 97, ``q`` up to 13), or ``p`` alone
-    for a symbol declared ``integer=True`` (a count, an index), with the sign of :func:`_sign`.
-    ``q`` is drawn either way, so that the other symbols' coordinates do not depend on it."""
+    """A default point's coordinate: ``p / q`` (``p`` up to 97, ``q`` up to 13), for a symbol
+    of either sign divided by a power of ten of :data:`SCALES`, or ``p`` alone for a symbol
+    declared ``integer=True`` (a count, an index), with the sign of :func:`_sign`. ``q`` and
+    the scale are drawn either way, so that the other symbols' coordinates do not depend on
+    them."""
     numerator, denominator = generator.randint(1, 97), generator.randint(1, 13)
-    magnitude = sp.Integer(numerator) if symbol.is_integer else sp.Rational(numerator, denominator)
+    scale = generator.choice(SCALES)
+    either_sign = symbol.is_real and symbol.is_nonnegative is None and symbol.is_nonpositive is None
+    if symbol.is_integer:
+        magnitude = sp.Integer(numerator)
+    else:
+        magnitude = sp.Rational(numerator, denominator * 10 ** (scale if either_sign else 0))
     return magnitude * _sign(symbol, signs)
 
 
-def _difference_at(expression: sp.Expr, point: dict, digits: int = 50) -> sp.Expr:
+THRESHOLD_OFFSETS = (0, sp.Rational(-1, 97), sp.Rational(1, 97))
+"""Where a threshold's points lie: at it and just either side (a shifted or a closed bound
+differs from the true one there alone)."""
+
+
+def _thresholds(expression: sp.Expr, symbols: Sequence[sp.Symbol]) -> list[tuple]:
+    """``(symbol, value)`` of every threshold of ``expression`` in one of ``symbols``: where a
+    condition of a ``Piecewise`` (or any relation) turns, where two arguments of a ``Min`` or
+    ``Max`` cross, where an ``Abs``, ``sign`` or ``Heaviside`` changes its branch; each a
+    rational root of a difference linear in that one symbol. In the order found, at most 16."""
+    differences = [relation.lhs - relation.rhs
+                   for relation in expression.atoms(sp.core.relational.Relational)]  # fmt: skip
+    for extreme in expression.atoms(sp.Min, sp.Max):
+        differences += [a - b for i, a in enumerate(extreme.args) for b in extreme.args[i + 1:]]
+    for kink in expression.atoms(sp.Abs, sp.sign, sp.Heaviside):
+        differences.append(kink.args[0])
+    found: list[tuple] = []
+    for difference in sorted(differences, key=sp.default_sort_key):
+        free = difference.free_symbols
+        if len(free) != 1 or not free <= set(symbols):
+            continue
+        (symbol,) = free
+        slope = sp.diff(difference, symbol)
+        if not slope.is_Rational or slope == 0 or sp.diff(slope, symbol) != 0:
+            continue
+        root = -difference.subs(symbol, 0) / slope
+        if root.is_Rational and (symbol, root) not in found:
+            found.append((symbol, root))
+    return found[:16]
+
+
+def _threshold_points(expression: sp.Expr, symbols: Sequence[sp.Symbol], seed: int) -> list:
+    """Points at and beside each threshold of :func:`_thresholds` (the other symbols at a
+    default point), those the symbol's declared sign allows."""
+    points = []
+    base = next(_random_points(symbols, 1, seed=-seed - 1))
+    for symbol, root in _thresholds(expression, symbols):
+        for offset in THRESHOLD_OFFSETS:
+            value = root + offset
+            allowed = not ((symbol.is_positive and value <= 0)
+                           or (symbol.is_negative and value >= 0)
+                           or (symbol.is_nonnegative and value < 0)
+                           or (symbol.is_nonpositive and value > 0)
+                           or (symbol.is_integer and not value.is_integer))  # fmt: skip
+            if allowed:
+                points.append({**base, symbol: value})
+    return points
+
+
+def _difference_at(
+    expression: sp.Expr, point: dict, digits: int = 50, working: int = 100
+) -> sp.Expr:
     """``expression`` at ``point``: exact where it is rational, else to ``digits`` digits.
 
     A finite sum whose bound the point fixes is summed first (evaluating it numerically fails
@@ -660,7 +725,7 @@ def _difference_at(expression: sp.Expr, point: dict, digits: int = 50) -> sp.Exp
             value = value.doit()
             if value.is_Rational:
                 return value
-        return value.evalf(digits)  # nsimplify sent 2e-40 to 0
+        return value.evalf(digits, maxn=working)  # nsimplify sent 2e-40 to 0
     except (TypeError, ValueError, NotImplementedError, ZeroDivisionError):
         return sp.nan
 
@@ -676,22 +741,37 @@ def _exact(point: dict) -> dict:
     return exact
 
 
+CONFIRMING_DIGITS = 5000
+"""The working precision (digits) SymPy may reach when a tiny witness is evaluated again."""
+
+TINY = sp.Float("1e-30")
+"""A witness below this in size is confirmed once more at :data:`CONFIRMING_DIGITS` (larger
+ones are no residue of a cancellation: 30 digits stay at a working precision of 100)."""
+
+
 def _nonzero(value: sp.Expr, expression: sp.Expr, point: dict) -> bool:
     """Whether a 50-digit ``value`` of ``expression`` at ``point`` is a witness, not a residue.
 
     An exact (rational) or infinite value decides by itself. Otherwise the expression is
-    evaluated again to 100 digits: a true value keeps its leading 30 digits, however small it
-    is (a sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``); what is left of an
-    identity that cancels (``sin(x)**2 + cos(x)**2 - 1``) shrinks with the precision.
+    evaluated again to 100 digits, and a value below :data:`TINY` once more with a working
+    precision of up to :data:`CONFIRMING_DIGITS` digits: a true value keeps its leading 30
+    digits, however small it is (a sigmoid's slope at ``x / tau = 7000`` is about
+    ``1e-3040``); what is left of an identity that cancels
+    (``sin(x)**2 + cos(x)**2 - 1``, or terms of ``exp(1000)`` against terms of 1: SymPy's
+    default working precision of 100 digits left the same residue of ``1e-444`` at 50 and 100
+    digits) shrinks with the precision.
     """
     if value.is_infinite or value.is_Rational:
         return value != 0
     if value == 0:
         return False
-    finer = _difference_at(expression, point, 100)
-    if finer.has(sp.nan) or not finer.is_number:  # no 100-digit value: nothing confirms it
-        return False
-    return bool(sp.Abs(finer - value) <= sp.Abs(value) * sp.Rational(1, 10**30))
+    for working in (100, CONFIRMING_DIGITS) if sp.Abs(value) < TINY else (100,):
+        finer = _difference_at(expression, point, 100, working=working)
+        if finer.has(sp.nan) or not finer.is_number:  # no 100-digit value: nothing confirms it
+            return False
+        if not sp.Abs(finer - value) <= sp.Abs(value) * sp.Rational(1, 10**30):
+            return False
+    return True
 
 
 def _concretize(expression: sp.Expr) -> sp.Expr:
@@ -720,12 +800,24 @@ def _stand_ins(expression: sp.Expr) -> list[tuple]:
         if applied.func in seen:
             continue
         seen.add(applied.func)
-        # of several arguments: (k + 2) sum u_i^2 + (k + 1) sum i u_i + k + 3
         arguments = [sp.Dummy(f"u{i}") for i in range(1, len(applied.args) + 1)]
-        polynomial = ((k + 2) * sum(u**2 for u in arguments)
-                      + (k + 1) * sum(i * u for i, u in enumerate(arguments, 1)) + k + 3)
-        stand_ins.append((applied, sp.Lambda(tuple(arguments), polynomial)))  # fmt: skip
+        polynomial = k + 3 + sum(_stand_in_terms(u, k + i) for i, u in enumerate(arguments))
+        if len(arguments) > 1:  # mixed partial derivatives of every order up to 3: not 0
+            polynomial += (k + 1) * sp.Mul(*arguments) * (1 + sum(arguments))
+        stand_ins.append((applied, sp.Lambda(tuple(arguments), sp.expand(polynomial))))
     return stand_ins
+
+
+STAND_IN_DEGREE = 7
+"""The degree of an abstract function's stand-in: an identity that holds for every polynomial
+of this degree (one about its 8th derivative) is told apart from a true one by no point."""
+
+
+def _stand_in_terms(u: sp.Symbol, k: int) -> sp.Expr:
+    """``sum over i = 1..7 of c_i u^i`` with distinct non-zero rationals ``c_i`` of both signs
+    (every derivative up to the 7th is non-zero, and none a multiple of another)."""
+    return sum(sp.Rational((-1) ** (i * (k + 1)) * (k + 2 * i + 1), k + i + 1) * u**i
+               for i in range(1, STAND_IN_DEGREE + 1))  # fmt: skip
 
 
 def _stand_ins_text(expression: sp.Expr) -> str:
@@ -751,7 +843,11 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     free = concrete.free_symbols
     _check_covered(free, symbols, "symbols")
     undefined = []  # (point, value) where printed minus true is not a finite number
-    for point in _random_points(symbols, points, seed=len(symbols) * 7 + points, sampler=sampler):
+    seed = len(symbols) * 7 + points
+    # with the default points, also those at and beside each threshold (a sampler says where
+    # its symbols may lie: its points alone)
+    extra = [] if sampler is not None else _threshold_points(concrete, symbols, seed)
+    for point in (*_random_points(symbols, points, seed=seed, sampler=sampler), *extra):
         if sampler is not None:
             if not isinstance(point, dict):
                 raise GradlabError(f"sampler must return a dict symbol -> value (a point); got "
@@ -772,15 +868,16 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
             return False, (shown, str(sp.N(value, 8)), point, value), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
+    where = f"{points} random points" + (
+        f" and {len(extra)} at and beside its thresholds" if extra else "")
     if undefined:
         shown, value = undefined[0]
-        others = "" if len(undefined) == points else ", and vanishes at the others"
+        others = "" if len(undefined) == points + len(extra) else ", and vanishes at the others"
         return None, None, (
             f"printed minus true is {value} (not a number) at {len(undefined)} of "
-            f"{points} random points (the first: {shown}){others}; sympy.simplify does not "
-            "reduce it to 0"
+            f"{where} (the first: {shown}){others}; sympy.simplify does not reduce it to 0"
         )
-    return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
+    return True, None, f"printed minus true vanishes at {where} (50 digits)"
 
 
 def _declared(symbol: sp.Symbol) -> str:
@@ -826,7 +923,12 @@ def symbolic_equality(
     positive for a symbol declared positive or nonnegative and for an undeclared one (ranks,
     counts, temperatures), negative for one declared negative or nonpositive, and either sign at
     random for one declared ``real=True`` alone (scores and logits: declare them so); a symbol
-    declared ``integer=True`` (a count, an index) takes the integer ``p`` alone. An infinite
+    declared ``integer=True`` (a count, an index) takes the integer ``p`` alone; a symbol of
+    either sign is also divided by a power of ten up to 10^4 (:data:`SCALES`), so that some
+    points lie near 0. Each threshold in one symbol (a ``Piecewise`` condition, the crossing of
+    two arguments of a ``Min`` or ``Max``, the kink of an ``Abs``) adds points at it and just
+    either side of it; an abstract function is evaluated as a polynomial of degree 7
+    (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
     difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
     undefined) is no evidence either way. If every point vanishes, ``sympy.simplify`` is asked
     for a proof; without one the verdict is ``holds`` and its detail says that it rests on the

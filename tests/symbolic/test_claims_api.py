@@ -159,24 +159,33 @@ def test_a_sum_from_a_term_one_over_zero_fails_with_an_infinite_difference():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("difference", "reason"),
-    [(sp.Piecewise((0, x <= 97), (1, True)), "numerators reach 97"),
-     (sp.Piecewise((0, x >= sp.Rational(1, 13)), (1, True)), "denominators reach 13")],
+    # conditions not linear in x: no threshold of its own adds points (the random ones alone)
+    [(sp.Piecewise((0, x**3 <= 97**3), (1, True)), "numerators reach 97"),
+     (sp.Piecewise((0, x**3 >= sp.Rational(1, 13**3)), (1, True)), "denominators reach 13")],
 )  # fmt: skip
 def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(difference, reason):
-    # no default point lies beyond 97 or below 1/13, so these differences vanish at all of them
+    # no default point of a symbol with a sign lies beyond 97 or below 1/13, so these
+    # differences vanish at all of them
     verdict = symbolic_equality(difference, sp.Integer(0), [x], points=3000)
     assert verdict.verdict == "holds", reason
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("declared", [{"real": True}, {"negative": True}])
-def test_points_of_either_sign_have_the_same_magnitudes(declared):
-    # |s| from 1/13 to 97 whatever the sign: a negative coordinate is a positive one negated
+@pytest.mark.parametrize(("declared", "smallest"), [({"negative": True}, sp.Rational(1, 13)),
+                                                   ({"real": True}, sp.Rational(1, 13 * 10**4))])
+def test_points_of_either_sign_reach_down_to_zero_by_powers_of_ten(declared, smallest):
+    # |s| from 1/13 to 97 for a symbol with a sign (a negative coordinate is a positive one
+    # negated); a symbol of either sign (a score) is also divided by up to 10^4, so that a
+    # sigmoid at a small tau is sampled where s / tau is of order one. Squares: conditions not
+    # linear in s, so no threshold of its own adds points.
     s = sp.Symbol("s", **declared)
-    beyond = sp.Piecewise((0, (sp.Abs(s) <= 97) & (sp.Abs(s) >= sp.Rational(1, 13))), (1, True))
+    beyond = sp.Piecewise((0, (s**2 <= 97**2) & (s**2 >= smallest**2)), (1, True))
     assert symbolic_equality(beyond, sp.Integer(0), [s], points=3000).verdict == "holds"
-    reached = sp.Piecewise((0, sp.Abs(s) < 90), (1, True))  # and they do reach past 90
+    reached = sp.Piecewise((0, s**2 < 90**2), (1, True))  # and they do reach past 90
     assert symbolic_equality(reached, sp.Integer(0), [s], points=3000).verdict == "fails"
+    small = sp.Piecewise((0, s**2 > sp.Rational(1, 1000) ** 2), (1, True))  # below 1/1000?
+    expected = "fails" if declared == {"real": True} else "holds"
+    assert symbolic_equality(small, sp.Integer(0), [s], points=3000).verdict == expected
 
 
 
@@ -439,7 +448,8 @@ def test_a_function_applied_at_several_arguments_has_one_stand_in_named_once():
     assert match is not None, verdict.detail
     u = sp.Symbol("u")
     stand_in = sp.Lambda(u, sp.sympify(match.group(2), locals={"u": u}))
-    assert float(match.group(1)) == float(stand_in(3) - stand_in(0))  # printed minus true
+    # printed minus true, shown to 8 digits
+    assert float(match.group(1)) == pytest.approx(float(stand_in(3) - stand_in(0)), rel=1e-7)
 
 
 def test_every_function_after_a_repeated_one_gets_its_stand_in_named_with_its_arguments():
@@ -456,7 +466,7 @@ def test_every_function_after_a_repeated_one_gets_its_stand_in_named_with_its_ar
     a_of = sp.Lambda(u, sp.sympify(match.group(2), locals={"u": u}))
     b_of = sp.sympify(match.group(3), locals={"d": d, "e": e})
     expected = a_of(3) - a_of(0) - b_of.subs({d: 3, e: 2})  # printed minus true, by hand
-    assert float(match.group(1)) == float(expected)
+    assert float(match.group(1)) == pytest.approx(float(expected), rel=1e-7)  # 8 digits shown
 
 
 def test_a_product_with_a_factor_one_over_zero_fails_with_an_infinite_difference():
@@ -479,7 +489,8 @@ def test_a_function_of_several_arguments_applied_at_numbers_is_shown_of_u1_u2():
     assert match is not None, verdict.detail
     u1, u2 = sp.symbols("u1 u2")
     stand_in = sp.sympify(match.group(2), locals={"u1": u1, "u2": u2})
-    assert float(match.group(1)) == float(stand_in.subs({u1: 0, u2: 2}))  # C(0, 2), by hand
+    expected = float(stand_in.subs({u1: 0, u2: 2}))  # C(0, 2), by hand; 8 digits shown
+    assert float(match.group(1)) == pytest.approx(expected, rel=1e-7)
 
 
 def test_a_difference_of_exactly_one_at_fifty_digits_is_a_witness():
