@@ -478,9 +478,12 @@ class LossAdapter:
             embedding_grad and self.inputs == "embeddings" and not first.requires_grad and graph
         )  # fmt: skip
         batch.no_graph = bool(score_grad or embedding_grad) and not (first.requires_grad or graph)
+        # a call that recorded no matrix: its embeddings' gradient tells a zero dL/dS from
+        # pairs scored without the distance (BatchView.zero_unreached_score_grads)
+        unscored = any(not capture.recorded for capture in batch.score_captures)
         if (score_grad or embedding_grad) and first.requires_grad:
             batch.gradient_arrived = False
-            if embedding_grad and self.inputs == "embeddings":  # one hook: arrived, and kept
+            if (embedding_grad or unscored) and self.inputs == "embeddings":  # arrived, kept
 
                 def arrived(grad: torch.Tensor) -> None:
                     batch.gradient_arrived = True
@@ -553,7 +556,8 @@ class LossAdapter:
                 # no pair scored: dL/dS is 0, read as such once backward reaches the
                 # embeddings (BatchView.zero_unreached_score_grads), on the step's scores
                 self._warn_not_scored()
-                in_batch = [ScoreCapture("in_batch", batch.layout.scores, batch.positives)]
+                in_batch = [ScoreCapture("in_batch", batch.layout.scores, batch.positives,
+                                         recorded=False)]  # fmt: skip
             captured = in_batch[:1]
             for capture in captured:  # a recording distance: in-batch, the query not a candidate
                 capture.direction = "in_batch"
@@ -573,9 +577,11 @@ class LossAdapter:
         warnings.warn(
             f"gradlab.Monitor: {self.name} computed no score matrix on a logged call (a "
             "pytorch-metric-learning loss returns 0 without calling its distance when its "
-            "miner finds no pair): no pair received gradient through the scores, and the "
-            "anatomy logs such a call so (no active negative, every query without gradient; "
-            "later ones are not warned about)",
+            "miner finds no pair, and a few compute their similarities themselves): when no "
+            "gradient reaches the embeddings, no pair received gradient through the scores "
+            "and the anatomy logs such a call so (no active negative, every query without "
+            "gradient); when one does, the loss scored its pairs without its distance and the "
+            "step logs no anatomy (later ones are not warned about)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )

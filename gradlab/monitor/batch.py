@@ -111,7 +111,9 @@ class ScoreCapture:
     ``dL/dS`` is its exact gradient at the step's scores (:meth:`BatchView.smooth_ap_loss_grad`);
     ``scores`` is then ``None`` (the step's :attr:`BatchView.scores`), and ``candidates`` is
     ``None`` in-batch exactly when the query is its own candidate. ``hook``: the handle of
-    the hook that fills ``grad``, removed once the step is read.
+    the hook that fills ``grad``, removed once the step is read. ``recorded`` False: the loss
+    recorded no matrix, and this one (the step's scores) stands for it with ``dL/dS = 0``
+    when no gradient reached the embeddings (:meth:`BatchView.zero_unreached_score_grads`).
     """
 
     direction: str
@@ -121,6 +123,7 @@ class ScoreCapture:
     grad: torch.Tensor | None = None
     smooth_ap_tau: float | None = None
     hook: torch.utils.hooks.RemovableHandle | None = field(default=None, repr=False, compare=False)
+    recorded: bool = True
 
 
 def _cpu_scale(scale: torch.Tensor) -> float | None:
@@ -429,8 +432,11 @@ class BatchView:
         while it reached the watched call's input (:attr:`gradient_arrived`): the loss's
         value does not depend on that matrix (a pytorch-metric-learning loss whose pairs all
         lie inside its margin returns a zero of the embeddings, one whose miner found no pair
-        never scores them), so no pair receives gradient through it. A step whose backward
-        reached nothing keeps its captures without gradient (nothing is logged from them).
+        never scores them), so no pair receives gradient through it. The stand-in of a call
+        that recorded no matrix (``recorded`` False) is dropped instead when the embeddings'
+        gradient is not zero: the loss scored its pairs some other way, and its ``dL/dS`` is
+        unknown. A step whose backward reached nothing keeps its captures without gradient
+        (nothing is logged from them).
 
         Example:
             >>> scores = torch.eye(2)
@@ -442,8 +448,14 @@ class BatchView:
         """
         if self.gradient_arrived is not True:
             return
-        for capture in self.score_captures:  # SmoothAP's own (no scores) is read at the step
+        for capture in list(self.score_captures):  # SmoothAP's own (no scores): at the step
             if capture.scores is not None and capture.grad is None:
+                if (not capture.recorded and self.embedding_grad is not None
+                        and bool(self.embedding_grad.any())):  # fmt: skip
+                    # the loss recorded no matrix, yet its gradient reached the embeddings: it
+                    # scored its pairs without its distance (one host read, on this path only)
+                    self.score_captures.remove(capture)
+                    continue
                 capture.grad = torch.zeros_like(capture.scores)
 
     def _leave_graph(self) -> None:

@@ -246,10 +246,16 @@ class ChanceLevel(Quantity):
             raise GradlabError(f"terms must be a positive integer (InfoNCE terms the loss sums, "
                                f"1 or 2) or None (the loss's own); got {terms!r}")  # fmt: skip
         self.terms = terms
+        self._checked_positives = False
 
     def compute(self, batch: BatchView) -> Values:
         if batch.loss is None:
             return {}
+        if not self._checked_positives and batch.softmax is None:  # once: a host read
+            self._checked_positives = True
+            if _several_positives(batch):
+                _say(PER_POSITIVE.format(what="chance_level (ln C)",
+                                         other="another, ln(negatives + 1)"))  # fmt: skip
         rows, columns = batch.scores.shape
         own = int(batch.query_not_candidate)  # in-batch, a query is not its own candidate
         # candidates per query of each direction: a row's columns, a column's rows
@@ -487,6 +493,9 @@ class Temperature(Quantity):
         the user's own looks like logits though ``logits`` is False (entries beyond 1 in
         magnitude, where cosines are at most 1)."""
         self._checked_scores = True
+        if batch.softmax is None and _several_positives(batch):
+            _say(PER_POSITIVE.format(what="temperature_log_scale_grad",
+                                     other="another dL/d log s"))  # fmt: skip
         declared = batch.softmax.scale if batch.softmax is not None else None
         if self.scale is None and declared is None:
             _say(f"Temperature() was given no scale= and the watched loss declares none, so "
@@ -552,6 +561,21 @@ class Temperature(Quantity):
 
 def _say(message: str) -> None:
     warnings.warn(f"gradlab.Monitor: {message}", RuntimeWarning, stacklevel=caller_stacklevel())
+
+
+PER_POSITIVE = ("a query of this batch has several positives and the watched loss declares no "
+                "softmax (gradlab.losses.SoftmaxLogits): {what} is InfoNCE's with the positives' "
+                "mean over every candidate (SupCon's); a loss whose softmax runs over each "
+                "positive and the negatives alone (pytorch-metric-learning's NTXentLoss) has "
+                "{other} on such batches")
+"""What ChanceLevel and Temperature say once of a batch they may not describe."""
+
+
+def _several_positives(batch: BatchView) -> bool:
+    """Whether a query of the step has more than one positive (one host read; none of a meta
+    tensor, which holds no values: False)."""
+    positives = batch.layout.positives
+    return positives.device.type != "meta" and bool((positives.sum(dim=1) > 1).any())
 
 
 def _scale_free(declared: object) -> bool:

@@ -184,6 +184,33 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
                 assert not caught  # once
 
 
+NOT_SCORED = (
+    "gradlab.Monitor: the watched loss {name} computed no score matrix on a logged call (a "
+    "pytorch-metric-learning loss returns 0 without calling its distance when its miner finds "
+    "no pair, and a few compute their similarities themselves): when no gradient reaches the "
+    "embeddings, no pair received gradient through the scores and the anatomy logs such a call "
+    "so (no active negative, every query without gradient); when one does, the loss scored its "
+    "pairs without its distance and the step logs no anatomy (later ones are not warned about)")
+
+
+def test_a_loss_that_scores_its_pairs_without_its_distance_logs_no_anatomy(tmp_path):
+    # ThresholdConsistentMarginLoss takes a CosineSimilarity but computes F.cosine_similarity
+    # itself: its non-zero gradient was logged as no pair receiving any (every query without)
+    embeddings, labels = _batch(size=24)
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(pml_losses.ThresholdConsistentMarginLoss(
+            distance=RecordingCosineSimilarity()))  # fmt: skip
+        leaf = embeddings.clone().requires_grad_(True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loss_fn(leaf, labels).backward()
+        record = monitor.step()
+    assert leaf.grad.abs().sum() > 0  # the loss does send gradient to the embeddings
+    assert record is None or not [key for key in record if key.startswith("anatomy_")]
+    assert [str(w.message) for w in caught] == [
+        NOT_SCORED.format(name="ThresholdConsistentMarginLoss")]
+
+
 def test_a_call_that_scores_nothing_logs_the_anatomy_of_no_gradient_and_says_so(tmp_path):
     """A miner that finds no pair: pytorch-metric-learning returns 0 without calling its
     distance. The step's anatomy keys went missing (with no word at first, then with a
@@ -213,12 +240,7 @@ def test_a_call_that_scores_nothing_logs_the_anatomy_of_no_gradient_and_says_so(
         assert records[step]["anatomy_queries_without_gradient"] < 1.0
     assert categories == [RuntimeWarning]
     assert messages == [(1, __file__,
-                         "gradlab.Monitor: the watched loss MultiSimilarityLoss computed no score "
-                         "matrix on a logged call (a pytorch-metric-learning loss returns 0 "
-                         "without calling its distance when its miner finds no pair): no pair "
-                         "received gradient through the scores, and the anatomy logs such a "
-                         "call so (no active negative, every query without gradient; later "
-                         "ones are not warned about)")]
+                         NOT_SCORED.format(name="MultiSimilarityLoss"))]
 
 
 def test_a_loss_whose_pairs_all_lie_in_its_margin_logs_the_anatomy_of_no_gradient(tmp_path):
@@ -531,3 +553,36 @@ def test_nt_xent_agrees_with_pml_at_one_positive_and_keeps_the_other_positives_b
     assert several[0] == pytest.approx(several[2], rel=1e-12)
     assert several[1] == pytest.approx(several[3], rel=1e-12)
     assert abs(several[0] - several[1]) > 0.01  # the two conventions part
+
+
+def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(tmp_path):
+    # PML's NT-Xent takes a softmax per positive over it and the negatives: with four per class
+    # its chance level is ln(negatives + 1) = ln 21, not ln 23, and its dL/d log s is not
+    # SupCon's closed form; both were logged as if it were, without a word
+    from gradlab.monitor.geometry import ChanceLevel, Temperature
+    from gradlab.monitor.quantities import Loss
+
+    embeddings = torch.ones(24, 5, dtype=torch.float64)  # collapsed: every score alike
+    labels = torch.arange(24) // 4
+    loss = pml_losses.NTXentLoss(temperature=0.1, distance=RecordingCosineSimilarity())
+    quantities = [Loss(every(1)), ChanceLevel(every(1)), Temperature(every(1), scale=10.0)]
+    with Monitor(tmp_path / "run", quantities=quantities) as monitor:
+        loss_fn = monitor.watch(loss)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):  # said once
+                leaf = embeddings.clone().requires_grad_(True)
+                value = loss_fn(leaf, labels)
+                value.backward()
+                record = monitor.step()
+    assert value.item() == pytest.approx(math.log(21), rel=1e-12)  # the loss itself: ln 21
+    said = [str(w.message) for w in caught if "several positives" in str(w.message)]
+    assert sorted(said) == sorted(
+        "gradlab.Monitor: a query of this batch has several positives and the watched loss "
+        "declares no softmax (gradlab.losses.SoftmaxLogits): " + what + " is InfoNCE's with "
+        "the positives' mean over every candidate (SupCon's); a loss whose softmax runs over "
+        "each positive and the negatives alone (pytorch-metric-learning's NTXentLoss) has "
+        + other + " on such batches"
+        for what, other in (("chance_level (ln C)", "another, ln(negatives + 1)"),
+                            ("temperature_log_scale_grad", "another dL/d log s")))
+    assert record["chance_level"] == pytest.approx(math.log(23))  # as documented: ln C
