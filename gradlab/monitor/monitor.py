@@ -616,12 +616,14 @@ class Monitor:
         chose by name (``quantities=``: one of their own, or one of gradlab's that no preset
         holds): it would otherwise be left out with its reason in the header alone. A preset's
         quantities, passed as a preset or one by one, are left out quietly (every preset holds
-        some that a given loss cannot serve)."""
+        some that a given loss cannot serve), unless none of the quantities passed can be
+        served: the run would log nothing, said nowhere."""
         if self.options.quantities is None:
             return
+        nothing = all(reason is not None for reason in served)
         for quantity, reason in zip(self.quantities, served, strict=True):
             if (reason is None or quantity.name in self._said_not_served
-                    or type(quantity) in _PRESET_CLASSES):  # fmt: skip
+                    or (type(quantity) in _PRESET_CLASSES and not nothing)):  # fmt: skip
                 continue
             self._said_not_served.add(quantity.name)
             warnings.warn(

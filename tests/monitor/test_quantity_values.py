@@ -399,6 +399,24 @@ def test_a_quantity_passed_by_name_is_said_after_a_presets_left_out_quietly(tmp_
                       "the watched loss NTXentLoss")]  # fmt: skip
 
 
+def test_a_presets_quantity_passed_alone_that_the_loss_cannot_serve_is_said(tmp_path):
+    # quantities=[Anatomy(...)] on a loss without a score matrix logged nothing at all, with
+    # the reason in the header alone: a preset's quantities are quiet only when another
+    # quantity passed is logged
+    from gradlab.monitor import Anatomy
+
+    with Monitor(tmp_path, quantities=[Anatomy()]) as run:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run.watch(lambda embeddings, labels: embeddings.sum(), inputs="embeddings")
+    said = [str(w.message) for w in caught]
+    assert said == [
+        f"gradlab.Monitor: the {name} quantity, which you passed, cannot be logged for the "
+        f"watched loss <lambda>: {run.not_logged[name]} (monitor.not_logged and the run header "
+        "keep the reason)" for name in ("anatomy",)]
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_a_quantity_no_watched_loss_serves_keeps_each_reason(tmp_path):
     with Monitor(tmp_path, preset="full") as run:
         run.attach(torch.nn.Linear(3, 2), torch.arange(4) % 2)
