@@ -175,7 +175,7 @@ def _build_parser(
     audit.add_argument(
         "--measure", action="store_true",
         help="also measure P against batch size (quick settings, trains small networks for "
-        "about a minute), shown as context of the one empirical claim, which stays not "
+        "some seconds), shown as context of the one empirical claim, which stays not "
         "testable here (it needs the authors' data); without it the miniature is recorded as "
         "not measured and nothing is trained (default: off)",
     )  # fmt: skip

@@ -148,7 +148,7 @@ HELP_SAYS = {
                              "log/swap operators' mutants; killed = the check does not hold); "
                              "records get mutant_results, mutants, mutant_operators, "
                              "mutants_killed;"],
-    ("audit", "--measure"): ["(quick settings, trains small networks for about a minute), shown "
+    ("audit", "--measure"): ["(quick settings, trains small networks for some seconds), shown "
                              "as context of the one empirical claim, which stays not testable "
                              "here (it needs the authors' data); without it the miniature is "
                              "recorded as not measured"],

@@ -324,8 +324,9 @@ def format_table(records: list[dict], width: int = 110) -> str:
     :func:`gradlab.symbolic.seeds.citation` gives it), then its claims indented by 2: label,
     verdict, mutants killed, and the whole statement.
 
-    Citations and statements are wrapped, never cut; when the terminal is too narrow for a
-    statement column of 30 characters, each statement goes on the lines below its row.
+    Citations and statements are wrapped, never cut; when ``width`` leaves less than 30
+    characters for the statement column, each statement goes on the lines below its row
+    (``gradlab audit`` prints at the default width).
 
     Example:
         >>> record = {"seed": "my-notes", "label": "eq1", "verdict": "holds",
