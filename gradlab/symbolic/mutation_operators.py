@@ -423,6 +423,15 @@ def _zero(difference: sp.Expr) -> bool:
         return True
     if _differs_numerically(difference):
         return False
+    if difference.has(sp.Sum) and sp.count_ops(difference) <= _PROOF_SIZE:
+        # a finite sum SymPy can sum in closed form (sum of k over 1..n against 0..n): proven
+        # by the closed forms; one it cannot stays unproven
+        try:
+            difference = difference.doit()
+        except Exception:  # SymPy cannot sum it: not proven equal
+            return False
+        if difference == 0:
+            return True
     if difference.has(sp.Sum, sp.Piecewise) or sp.count_ops(difference) > _PROOF_SIZE:
         return False
     try:

@@ -286,3 +286,16 @@ def test_piecewise_pieces_are_compared_on_the_whole_open_interval():
     assert not equivalent(first, second)
     # With |x - 1| on both sides they are the same function.
     assert equivalent(first, sp.Piecewise((sp.Abs(1 - x), inside), (0, True)))
+
+
+def test_a_sum_whose_shifted_bound_adds_a_zero_term_is_proven_equal():
+    # sum of k over 0..n against 1..n: the k = 0 term is 0, yet the mutant was reported as a
+    # survivor (equivalent() did not try to prove anything with a Sum in it)
+    import sympy as sp
+
+    from gradlab.symbolic.mutation_operators import equivalent
+
+    k, n = sp.Symbol("k", integer=True), sp.Symbol("n", integer=True, positive=True)
+    assert equivalent(sp.Sum(k, (k, 1, n)), sp.Sum(k, (k, 0, n)))
+    assert not equivalent(sp.Sum(k, (k, 1, n)), sp.Sum(k, (k, 2, n)))  # drops k = 1
+    assert not equivalent(sp.Sum(1 / k, (k, 1, n)), sp.Sum(1 / k, (k, 1, n + 1)))
