@@ -237,8 +237,9 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
             f"no reason given for: {', '.join(unexplained)}"
         )
     own = {record["claim"]["formula"], record["claim"].get("correction")}
+    corrections = bool(_candidates(record))  # a failing printed form's mutants that hold
     for result in results:
-        if not result["killed"]:
+        if not result["killed"] and not (corrections and result.get("verdict") == "holds"):
             found["survivors"].append(f"mutant survives ({result['operator']}: "
                                       f"{result['mutant']}): {result['formula']}")  # fmt: skip
         if result["formula"] in own:
@@ -260,7 +261,10 @@ def mutant_summary(records: list[dict]) -> str:
             f"killed: {sum(r['mutants_killed'] for r in records)}; below {MIN_MUTANTS} mutants "
             f"/ {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
     surviving = sum(bool(kind["survivors"]) for kind in kinds)
-    return line + (f"; records with a surviving mutant: {surviving}" if surviving else "")
+    line += f"; records with a surviving mutant: {surviving}" if surviving else ""
+    corrections = sum(bool(_candidates(record)) for record in records)  # as format_markdown
+    return line + (f"; records whose failing printed form has candidate corrections: "
+                   f"{corrections}" if corrections else "")
 
 
 def _check_records(records: object, needed: Sequence[str], claim_needed: Sequence[str]) -> None:
@@ -419,7 +423,7 @@ def _detail_lines(detail: str) -> list[str]:
 def _candidates(record: dict) -> str:
     """For a printed form that fails with no correction given, the mutants of it that hold:
     candidate corrections, not a weak check (the check said no to the printed form)."""
-    if record["verdict"] != "fails" or record.get("mutated_form") != "printed":
+    if record.get("verdict") != "fails" or record.get("mutated_form") != "printed":
         return ""
     holding = [o["mutant"] for o in record.get("mutant_results", ()) if o["verdict"] == "holds"]
     if not holding:

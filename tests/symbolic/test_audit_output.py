@@ -452,6 +452,22 @@ def test_a_failing_form_names_the_mutants_that_hold_as_candidate_corrections():
     assert _mutants_line(record).endswith(f"of {record['mutants']}")
 
 
+def test_the_console_summary_counts_candidate_corrections_as_the_markdown_names_them():
+    # the console said "records with a surviving mutant: 1" of the mutants that hold of a
+    # failing printed form, where the Markdown calls them candidate corrections
+    def is_one(form):
+        return decide(sp.simplify(form.value - 1) == 0, "it is one.", "it is not one.")
+
+    printed = Form(sp.Integer(-1), lhs="x")
+    wrong = Claim("mine", "eq1", "x is one", printed, is_one, method="comparison",
+                  mutants=(mutant(printed, sp.Integer(1), "sign flipped"),
+                           mutant(printed, sp.Integer(-2), "doubled")))  # fmt: skip
+    records = run_audit([wrong, _one_claim(label="eq2")], mutants=True)
+    line = mutant_summary(records)
+    assert "surviving" not in line
+    assert line.endswith("; records whose failing printed form has candidate corrections: 1")
+
+
 def test_markdown_says_corrected_only_where_the_check_ran_on_the_correction():
     # the check runs on a correction only when the printed form fails, and then whether or
     # not the correction holds; a correction of a printed form that holds (or that the check
