@@ -302,12 +302,17 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             runs.append((label, pieces[0]))
     if empty and not runs:
         raise GradlabError(f"{' and '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} "
-                           "no logged step yet")  # fmt: skip
+                           f"no logged step {NONE_LOGGED}")  # fmt: skip
     if empty:  # a run that has not logged yet does not keep the others from being drawn
         warnings.warn(f"{', '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no logged "
-                      "step yet: drawn without it", UserWarning,
+                      f"step {NONE_LOGGED}: drawn without it", UserWarning,
                       stacklevel=caller_stacklevel())  # fmt: skip
     return runs
+
+
+NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "
+               "not_logged says what the watched loss could not serve)")
+"""What a log without a logged step may be: "yet" alone read oddly of a run that ended."""
 
 
 def _continue(run: list[dict], resumed: list[dict], highest: float) -> tuple[int, int] | None:

@@ -202,9 +202,16 @@ def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
         load_runs([run])
 
 
+NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "
+               "not_logged says what the watched loss could not serve)")
+"""What a log without a logged step is said to be (it said "yet" of a run that had ended)."""
+
+
 def test_a_log_without_records_is_refused(tmp_path):
     run = _log(tmp_path / "run", ({"run": 1}, []))
-    with pytest.raises(GradlabError, match=r"run.metrics.jsonl holds no logged step yet"):
+    with pytest.raises(GradlabError, match=r"run.metrics.jsonl holds no logged step \(a run "
+                                           r"that has not logged yet, or one that logged "
+                                           r"nothing: its header's not_logged says"):
         load_runs([run])
     other = _log(tmp_path / "other", ({"run": 1}, []))
     with pytest.raises(GradlabError, match=r"run.metrics.jsonl and .*other.metrics.jsonl hold no"):
@@ -218,14 +225,15 @@ def test_a_run_without_records_is_left_out_of_an_overlay_with_a_warning(tmp_path
     with pytest.warns(UserWarning) as caught:
         loaded = load_runs(runs, ["first", "none", "second"])
     assert [(w.category, str(w.message)) for w in caught] == [
-        (UserWarning, f"{empty / 'metrics.jsonl'} holds no logged step yet: drawn without it")]
+        (UserWarning, f"{empty / 'metrics.jsonl'} holds no logged step {NONE_LOGGED}: drawn "
+                      "without it")]
     assert [(label, len(records)) for label, records in loaded] == [("first", 4), ("second", 2)]
     other = _log(tmp_path / "other", ({"run": 1}, []))  # two of them: one warning naming both
     with pytest.warns(UserWarning) as caught:
         loaded = load_runs([runs[0], empty, other])
     assert [str(w.message) for w in caught] == [
-        f"{empty / 'metrics.jsonl'}, {other / 'metrics.jsonl'} hold no logged step yet: drawn "
-        "without it"]
+        f"{empty / 'metrics.jsonl'}, {other / 'metrics.jsonl'} hold no logged step "
+        f"{NONE_LOGGED}: drawn without it"]
     assert [len(records) for _, records in loaded] == [4]
 
 
@@ -1300,7 +1308,8 @@ def test_a_run_left_out_for_logging_no_step_is_not_named_among_the_taus(tmp_path
         warnings.simplefilter("always")
         plot_runs([first, same, tmp_path / "empty"], out=tmp_path / "figures", overview=False)
     assert [str(w.message) for w in caught if "logged step" in str(w.message)] == [
-        f"{tmp_path / 'empty' / 'metrics.jsonl'} holds no logged step yet: drawn without it"]
+        f"{tmp_path / 'empty' / 'metrics.jsonl'} holds no logged step {NONE_LOGGED}: drawn "
+        "without it"]
     assert not [w for w in caught if "different taus" in str(w.message)]
     # a resumption that logged no step, at another tau: a header alone (gradlab 0.1 wrote one;
     # the Monitor now leaves the run as it was)
