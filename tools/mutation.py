@@ -111,7 +111,10 @@ FUNCTIONAL_TESTS = {
     ],
     "precision": ["tests/functional/test_precision.py",
                   # a call that does not fit the signature, said as gradlab's error
-                  "tests/functional/test_call_forms.py"],
+                  "tests/functional/test_call_forms.py",
+                  "tests/functional/test_call_forms_everywhere.py",
+                  # the float16 refusal names what was passed (scores_made_from)
+                  "tests/functional/test_half_precision.py"],
     "decomposition": ["tests/functional/test_decomposition.py", HALF_PRECISION_DECOMPOSITION],
     "diagnostics": [
         "tests/functional/test_diagnostics.py",
@@ -125,7 +128,12 @@ FUNCTIONAL_TESTS = {
               "tests/functional/test_half_precision.py::test_fappy_refuses_a_float16_gradient_it_"
               "cannot_hold_when_backward_runs",
               "tests/functional/test_half_precision.py::test_an_empty_float16_batch_backward_"
-              "through_fappy_gives_an_empty_gradient"],
+              "through_fappy_gives_an_empty_gradient",
+              "tests/functional/test_half_precision.py::test_fappy_loss_module_refuses_the_"
+              "float16_gradient_as_its_function_does",
+              # options refused before the scores; the module's degenerate count (on_degenerate)
+              "tests/functional/test_functional_loss_calls.py", "tests/test_losses_degenerate.py",
+              "tests/test_losses.py"],
     "fastap": ["tests/functional/test_fastap_blackbox.py", HALF_PRECISION_HISTOGRAMS],
     "geometry": ["tests/functional/test_geometry.py", "tests/functional/test_geometry_in_batch.py",
                  "tests/monitor/test_geometry_quantities.py"],

@@ -8,6 +8,8 @@ Constants: ``HARMONIC_METHODS``, the continuous stand-ins that :func:`harmonic_g
     ('log', 'midpoint', 'exact')
 """
 
+import inspect
+
 from gradlab.functional.blackbox_ap import (
     BlackboxRanks,
     blackbox_ap,
@@ -67,6 +69,7 @@ from gradlab.functional.operating_region import (
     operating_region_width,
     operating_region_widths,
 )
+from gradlab.functional.precision import call_form_checked
 from gradlab.functional.relaxed_ranking import (
     minibatch_gradient_matrix_form,
     minibatch_objective_terms,
@@ -184,3 +187,19 @@ __all__ = [
     "triangular_kernel",
     "uniformity",
 ]
+
+
+def _refusing_misfit_calls() -> None:
+    """Export each public function of this package as :func:`call_form_checked` of itself: a
+    call that does not fit its signature is a ``GradlabError`` showing it. Wrapped here, where
+    users call them, not where they are defined: mutation testing (mutmut) leaves decorated
+    functions out, and gradlab's own calls of them pay no wrapper."""
+    names = globals()
+    for name in __all__:
+        function = names[name]
+        # outside_autocast's functions refuse them already
+        if inspect.isfunction(function) and not getattr(function, "refuses_misfit_calls", False):
+            names[name] = call_form_checked(function)
+
+
+_refusing_misfit_calls()

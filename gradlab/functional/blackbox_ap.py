@@ -25,7 +25,6 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import (
-    call_form_checked,
     gradient_overflow_message,
     outside_autocast,
     scores_made_from,
@@ -46,7 +45,6 @@ from gradlab.validation import (
 )
 
 
-@call_form_checked
 def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
     """1-based rank of each entry along the last axis, larger scores first (ties by index).
 

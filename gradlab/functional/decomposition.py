@@ -27,7 +27,6 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import call_form_checked
 from gradlab.functional.score_losses import widened
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.validation import (
@@ -79,7 +78,6 @@ class SmoothAPDecomposition(NamedTuple):
     grad: torch.Tensor
 
 
-@call_form_checked
 def smooth_ap_decomposition(
     queries: torch.Tensor,
     candidates: torch.Tensor,

@@ -18,7 +18,6 @@ from gradlab.functional.decomposition import (
     smooth_ap_decomposition,
 )
 from gradlab.functional.layouts import unit_rows
-from gradlab.functional.precision import call_form_checked
 from gradlab.functional.score_losses import widened
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
@@ -39,7 +38,6 @@ from gradlab.validation import (
 )
 
 
-@call_form_checked
 def in_batch_decomposition(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -71,7 +69,6 @@ def in_batch_decomposition(
     return _in_dtype(parts, embeddings.dtype)
 
 
-@call_form_checked
 def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]:
     """Per-query norms of the two terms of ``dAP/dq`` and how they relate.
 

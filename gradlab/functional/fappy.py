@@ -42,7 +42,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
-from gradlab.functional.precision import call_form_checked, outside_autocast
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_bool,
@@ -102,7 +102,6 @@ def check_delta_min(delta_min: object) -> float:
     )  # fmt: skip
 
 
-@call_form_checked
 def fappy_deltas(delta_min: float) -> list[float]:
     """The bin widths of Algorithm 1: 2.0 halving while at least ``delta_min`` (2.0 always runs).
 
@@ -375,7 +374,6 @@ def _refuse_half_overflow(gradient: torch.Tensor, delta_min: float) -> None:
         )
 
 
-@call_form_checked
 def fappy_gradient_closed_form(
     pair_similarity: float, negative_similarity: float, delta: float, num_negatives: int
 ) -> float:
@@ -416,7 +414,6 @@ def _checked_pair(pair: object, negative: object, delta: object) -> tuple[float,
             check_bin_width(delta))  # fmt: skip
 
 
-@call_form_checked
 def fappy_lemma1_as_printed(
     pair_similarity: float, negative_similarity: float, delta: float
 ) -> float:
@@ -452,7 +449,6 @@ def _check_within(name: str, values: torch.Tensor, low: float, high: float, what
                            f"({ROUNDING_SLACK:g}); got {float(values[outside][0]):g}")  # fmt: skip
 
 
-@call_form_checked
 def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
     """Distance of L2-normalized vectors from their cosine: ``sqrt(2 - 2 s)`` (Zhong et al., app.).
 
@@ -468,7 +464,6 @@ def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(torch.clamp(2.0 - 2.0 * similarity, min=0.0, max=4.0))
 
 
-@call_form_checked
 def cosine_from_euclidean(distance: torch.Tensor) -> torch.Tensor:
     """The inverse map: ``s = 1 - d^2 / 2`` for ``0 <= d <= 2``.
 

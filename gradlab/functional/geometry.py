@@ -45,7 +45,6 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.fappy import COSINE_SLACK
 from gradlab.functional.layouts import unit_rows
-from gradlab.functional.precision import call_form_checked
 from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
 from gradlab.validation import (
     check_bool,
@@ -143,7 +142,6 @@ def _masks(
     return positives & candidate_mask, candidate_mask & ~positives
 
 
-@call_form_checked
 def alignment(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -329,7 +327,6 @@ def _log_mean(kernel: torch.Tensor, largest: torch.Tensor | None, size: int) -> 
     return value if largest is None else value + largest
 
 
-@call_form_checked
 def uniformity(
     embeddings: torch.Tensor, t: float = 2.0, *, gram: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -389,7 +386,6 @@ def _check_in_batch(
                            f"{tuple(scores.shape)}")  # fmt: skip
 
 
-@call_form_checked
 def in_batch_alignment_uniformity(
     scores: torch.Tensor, positives: torch.Tensor, alpha: float = 2.0, t: float = 2.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -470,7 +466,6 @@ class EffectiveRank(NamedTuple):
     share: torch.Tensor
 
 
-@call_form_checked
 def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> EffectiveRank:
     """Effective rank of the centred embeddings (RankMe's formula, Garrido et al. 2023, Eq. 1).
 
@@ -546,7 +541,6 @@ def _effective_rank(
     return EffectiveRank(rank, rank / min(rows - 1, dims))
 
 
-@call_form_checked
 def normalized_std(
     embeddings: torch.Tensor, *, norms: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -649,7 +643,6 @@ def _positive_rows(
     return torch.from_numpy(count), torch.from_numpy(total), torch.from_numpy(lowest)
 
 
-@call_form_checked
 def query_margins(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -720,7 +713,6 @@ def query_margins(
                         recall)  # fmt: skip
 
 
-@call_form_checked
 def in_batch_margins(
     scores: torch.Tensor, positives: torch.Tensor, negated_sorted: torch.Tensor | None = None
 ) -> QueryMargins:
@@ -827,7 +819,6 @@ def _in_batch_margins(
                         recall)  # fmt: skip
 
 
-@call_form_checked
 def chance_level(num_candidates: int) -> float:
     """``ln C``: the InfoNCE loss when every one of a query's ``C`` candidates scores alike.
 
@@ -860,7 +851,6 @@ def chance_level(num_candidates: int) -> float:
     return math.log(num_candidates)
 
 
-@call_form_checked
 def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
     """Distance between the centroids of two modalities' normalised embeddings.
 
@@ -905,7 +895,6 @@ def _row_temperature_gradient(
     return per_query.sum() / has.sum().clamp(min=1)
 
 
-@call_form_checked
 def temperature_gradient(
     scores: torch.Tensor,
     positives: torch.Tensor,

@@ -46,7 +46,6 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_in_range,
     check_non_negative_finite,
@@ -116,7 +115,6 @@ class GradientAnatomy(NamedTuple):
 
 
 @positional_candidate_mask(3)
-@call_form_checked
 def gradient_anatomy(
     score_grad: torch.Tensor,
     scores: torch.Tensor,

@@ -29,7 +29,6 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import require
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_real_device,
     check_tensor,
@@ -87,7 +86,6 @@ class _LogarithmicIntegral(torch.autograd.Function):
         return grad / torch.log(x)
 
 
-@call_form_checked
 def logarithmic_integral(x: torch.Tensor) -> torch.Tensor:
     """``li(x) = PV int_0^x dt / ln t`` for ``1 < x <= 1e6``, with the exact derivative ``1/ln x``.
 
@@ -140,7 +138,6 @@ def _li_antiderivative(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x >= 1.0, above, at_one + (x - 1.0))
 
 
-@call_form_checked
 def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """A continuous stand-in for ``H(b) - H(a) = sum_{t=a+1}^b 1/t`` (He et al. 2018, Eq. 10-11).
 
@@ -315,7 +312,6 @@ def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
                     "partial sums)"))  # fmt: skip
 
 
-@call_form_checked
 def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """A continuous stand-in for ``sum_{t=a+1}^b 1/log2(t+1)`` (He et al. 2018, suppl., Eq. 14-16).
 
@@ -378,7 +374,6 @@ def _discount_derivative(a: torch.Tensor, method: str) -> torch.Tensor:
     return 1.0 / torch.log2(torch.floor(a).clamp(min=0.0) + 2.0)
 
 
-@call_form_checked
 def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """``harmonic_gap(a, a + count) / count``: the mean of ``1/t`` over a bin of ``count`` items.
 
@@ -398,7 +393,6 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     return _rate(harmonic_gap, _harmonic_derivative, a, count, method)
 
 
-@call_form_checked
 def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """``discount_gap(a, a + count) / count``, with its ``count -> 0`` limit (see above).
 
@@ -437,7 +431,6 @@ class HarmonicLogError(NamedTuple):
     asymptotic: np.ndarray
 
 
-@call_form_checked
 def harmonic_log_error(
     a: np.ndarray | float,
     n: np.ndarray | float,

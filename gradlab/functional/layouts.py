@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_bool,
     check_embedding_size,
@@ -103,7 +102,6 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     return torch.where(peak == 0, 0.0, unit)
 
 
-@call_form_checked
 def in_batch_layout(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -148,7 +146,6 @@ def in_batch_layout(
     return RetrievalLayout(scores, positives, candidate_mask)
 
 
-@call_form_checked
 def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:
     """``[B, B] -> [B, B - 1]`` without the diagonal, row order kept.
 
@@ -172,7 +169,6 @@ def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:
     return body.reshape(size, size - 1)
 
 
-@call_form_checked
 def cross_modal_layout(
     queries: torch.Tensor,
     candidates: torch.Tensor,

@@ -19,7 +19,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
-from gradlab.functional.precision import call_form_checked, outside_autocast, scores_made_from
+from gradlab.functional.precision import outside_autocast, scores_made_from
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     PositiveGroup,
@@ -111,7 +111,6 @@ def recording() -> Iterator[list[LossRecord]]:
             outer.extend(records)
 
 
-@call_form_checked
 def mean_ap_loss(
     ap: torch.Tensor, reference: torch.Tensor, defined: torch.Tensor | None = None
 ) -> torch.Tensor:

@@ -29,7 +29,6 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import call_form_checked
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     group_by_positive_count,
@@ -57,7 +56,6 @@ precision: the widths take ``ln p = ln eps + ln tau`` from the two logarithms in
 dividing by ``sqrt(p)`` (a ``ZeroDivisionError`` or an infinite width)."""
 
 
-@call_form_checked
 def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
     """Half-width ``w`` of the operating region: ``|dG/dD| > eps`` exactly when ``|D| < w``.
 
@@ -89,7 +87,6 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
 
 
 
-@call_form_checked
 def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:
     """Operating-region half-widths for a tensor of slope thresholds (float64).
 
@@ -126,7 +123,6 @@ def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tenso
     return torch.where(product >= 0.25, torch.zeros_like(width), width)
 
 
-@call_form_checked
 def operating_region_is_empty(tau: float = 0.01, eps: float = 0.005) -> bool:
     """Whether no score difference has slope above ``eps``: ``eps * tau >= 1/4``.
 
@@ -184,7 +180,6 @@ def _window_counts(
     return torch.where(width > 0, above - below, 0)
 
 
-@call_form_checked
 def operating_region_proportion(
     scores: torch.Tensor,
     tau: float = 0.01,
@@ -281,7 +276,6 @@ def operating_region_proportion(
     return result[0] if single else result
 
 
-@call_form_checked
 def expected_operating_region_proportion(
     spread: float,
     tau: float = 0.01,
@@ -340,7 +334,6 @@ class GradientCountSummary(NamedTuple):
 
 
 @renamed_keyword("threshold", "eps")
-@call_form_checked
 def gradient_counts(
     scores: torch.Tensor,
     positives: torch.Tensor,

@@ -63,6 +63,7 @@ def outside_autocast(function: Function) -> Function:
             _refuse_call_form(function, args, kwargs, error)
             raise
 
+    run.refuses_misfit_calls = True  # type: ignore[attr-defined]
     return run  # type: ignore[return-value]
 
 
@@ -91,6 +92,7 @@ def call_form_checked(function: Function) -> Function:
             _refuse_call_form(function, args, kwargs, error)
             raise
 
+    checked.refuses_misfit_calls = True  # type: ignore[attr-defined]
     return checked  # type: ignore[return-value]
 
 

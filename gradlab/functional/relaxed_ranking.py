@@ -48,7 +48,6 @@ from gradlab.functional.harmonic import (
     discount_rate,
     harmonic_rate,
 )
-from gradlab.functional.precision import call_form_checked
 from gradlab.memory import refuse_beyond_free, refused_when_out_of_memory
 from gradlab.validation import (
     check_positive_int,
@@ -63,7 +62,6 @@ from gradlab.validation import (
 )
 
 
-@call_form_checked
 def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
     """``[M, M]`` relaxed Hamming distances ``(b - phi_i . phi_j)/2`` of codes ``[M, b]``.
 
@@ -124,7 +122,6 @@ def _first_bad(
     return f"{said} ({int(bad.sum())} of {bad.numel()} {noun})"
 
 
-@call_form_checked
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
     """``[..., num_bins]`` weights ``max(0, 1 - |x - d|)`` of each distance for bins ``d``.
 
@@ -179,7 +176,6 @@ def _triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
 
 
 @positional_candidate_mask(4)
-@call_form_checked
 def soft_histogram(
     distances: torch.Tensor,
     levels: torch.Tensor,
@@ -277,7 +273,6 @@ def _count_checks(
     return checks
 
 
-@call_form_checked
 def relaxed_tie_aware_ap(
     positive_counts: torch.Tensor,
     counts: torch.Tensor,
@@ -360,7 +355,6 @@ def relaxed_tie_aware_ap(
     return torch.where(defined, per_bin.sum(dim=1) / torch.where(defined, total, 1.0), torch.nan)
 
 
-@call_form_checked
 def relaxed_tie_aware_dcg(
     level_counts: torch.Tensor, level_gains: torch.Tensor, method: str = "log"
 ) -> torch.Tensor:
@@ -404,7 +398,6 @@ def relaxed_tie_aware_dcg(
     return (gain_mass * discount_rate(before, counts, method)).sum(dim=1)
 
 
-@call_form_checked
 def minibatch_objective_terms(
     codes: torch.Tensor,
     labels: torch.Tensor,
@@ -499,7 +492,6 @@ def counts_objective(
     return relaxed_tie_aware_dcg(counts, gains.to(counts.dtype), method)
 
 
-@call_form_checked
 def minibatch_gradient_matrix_form(
     codes: torch.Tensor,
     labels: torch.Tensor,

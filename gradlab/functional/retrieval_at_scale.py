@@ -44,7 +44,6 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_embedding_size,
     check_embeddings_and_labels,
@@ -59,7 +58,6 @@ DEFAULT_CHUNK_SIZE = 2048
 candidates); without them blocks are ``2048 x 2048`` (16 MB)."""
 
 
-@call_form_checked
 def nearest_neighbours(
     embeddings: torch.Tensor,
     k: int,
@@ -100,7 +98,6 @@ def nearest_neighbours(
     return _neighbours(queries, pool, k, same_source, chunk_size)
 
 
-@call_form_checked
 def retrieval_at_scale(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -170,7 +167,6 @@ def retrieval_at_scale(
     return _metrics_from_neighbours(pool_labels[neighbours] == labels[:, None], relevant_count, ks)
 
 
-@call_form_checked
 def precision_at_1(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -192,7 +188,6 @@ def precision_at_1(
                        chunk_size)
 
 
-@call_form_checked
 def r_precision(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -214,7 +209,6 @@ def r_precision(
                        chunk_size)
 
 
-@call_form_checked
 def map_at_r(
     embeddings: torch.Tensor,
     labels: torch.Tensor,

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import torch
 
 from gradlab.functional.layouts import drop_diagonal, unit_rows
-from gradlab.functional.precision import call_form_checked
 from gradlab.functional.tie_aware import tie_aware_ap
 from gradlab.validation import (
     check_bool,
@@ -23,7 +22,6 @@ from gradlab.validation import (
 )
 
 
-@call_form_checked
 def recall_at_k(
     scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict[int, float]:
@@ -100,7 +98,6 @@ SCORE_GRID = 2.0**-36
 (about ``d x 1.1e-16``), far below the differences a model's ranking rests on."""
 
 
-@call_form_checked
 def in_batch_retrieval(
     embeddings: torch.Tensor, labels: torch.Tensor, *, rounded: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,7 +146,6 @@ def in_batch_retrieval(
     return drop_diagonal(scores), drop_diagonal(same)
 
 
-@call_form_checked
 def retrieval_report(
     scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import check_temperature, check_tensor
 
 
@@ -21,7 +20,6 @@ def _check(x: object, tau: object) -> float:
     return check_temperature("tau", tau)
 
 
-@call_form_checked
 def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
     """The smoothed step ``G(x; tau)`` (Bleeker & de Rijke 2022, App. A, Eq. 2).
 
@@ -36,7 +34,6 @@ def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
     return torch.sigmoid(x / tau)
 
 
-@call_form_checked
 def sigmoid_slope(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
     """The slope ``dG/dx = G (1 - G) / tau`` (Bleeker & de Rijke 2022, Eq. 3, 7).
 

@@ -27,7 +27,6 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_in_range,
     check_positive_int,
@@ -40,7 +39,6 @@ from gradlab.validation import (
 __all__ = ["SuspectSummary", "content_hashes", "false_negative_suspects", "suspect_summary"]
 
 
-@call_form_checked
 def content_hashes(items: Iterable[str | bytes]) -> torch.Tensor:
     """``[N]`` int64 hashes of texts or byte strings: equal items, equal hashes.
 
@@ -102,7 +100,6 @@ def _collisions(name: str, values: torch.Tensor | None, scores: torch.Tensor
     return rows.unsqueeze(1) == columns.unsqueeze(0)
 
 
-@call_form_checked
 def false_negative_suspects(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -196,7 +193,6 @@ class SuspectSummary(NamedTuple):
     top_k_share: torch.Tensor
 
 
-@call_form_checked
 def suspect_summary(
     suspects: torch.Tensor,
     scores: torch.Tensor,

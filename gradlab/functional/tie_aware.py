@@ -22,7 +22,6 @@ import math
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import call_form_checked
 from gradlab.validation import (
     check_real_device,
     check_same_device,
@@ -33,7 +32,6 @@ from gradlab.validation import (
 )
 
 
-@call_form_checked
 def harmonic_number(n: torch.Tensor) -> torch.Tensor:
     """``H(n) = sum_{k=1}^n 1/k`` for non-negative (real) ``n``, as ``psi(n + 1) - psi(1)``.
 
@@ -104,7 +102,6 @@ def _check_scores_and_labels(scores: object, labels: object, name: str, kind: st
     return scores.dim() == 1
 
 
-@call_form_checked
 def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     """Tie-aware average precision per query (He et al. 2018, suppl., Eq. 2-3; McSherry & Najork).
 
@@ -266,7 +263,6 @@ def tie_aware_ap_from_counts(
     return (share + offset * harmonic).mean(dim=1)
 
 
-@call_form_checked
 def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (He et al. 2018, Eq. 4-7).
 
@@ -298,7 +294,6 @@ def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     return dcg[0] if single else dcg
 
 
-@call_form_checked
 def tie_aware_ndcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     """Tie-aware DCG divided by the ideal DCG (gains sorted, no ties; He et al. 2018, Eq. 4-7).
 
