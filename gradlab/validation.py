@@ -16,7 +16,7 @@ from contextvars import ContextVar
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 
 _SKIP_VALUE_CHECKS: ContextVar[bool] = ContextVar("gradlab_skip_value_checks", default=False)
 
@@ -99,7 +99,7 @@ def positional_candidate_mask(position: int) -> Callable[[Callable], Callable]:
                     f"{function.__name__} takes candidate_mask by keyword; a positional mask "
                     "is read as candidate_mask=, and will be refused in a later release",
                     FutureWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),  # the caller, past gradlab's wrappers
                 )
                 *args, kwargs["candidate_mask"] = args
             return function(*args, **kwargs)
@@ -137,7 +137,7 @@ def renamed_keyword(old: str, new: str) -> Callable[[Callable], Callable]:
                     f"{function.__name__}'s {old} is now called {new}; {old}= is read as "
                     f"{new}= and will be refused in a later release",
                     FutureWarning,
-                    stacklevel=2,
+                    stacklevel=caller_stacklevel(),  # the caller, past gradlab's wrappers
                 )
                 kwargs[new] = kwargs.pop(old)
             return function(*args, **kwargs)

@@ -540,8 +540,10 @@ def test_a_positional_candidate_mask_is_still_read_with_a_future_warning():
     scores = torch.tensor([[0.9, 0.8, 0.7, 0.1]])
     positives = torch.tensor([[True, False, False, False]])
     mask = torch.tensor([[True, True, False, True]])  # the third column is no candidate
-    with pytest.warns(FutureWarning, match="gradient_anatomy takes candidate_mask by keyword"):
+    with pytest.warns(FutureWarning, match="gradient_anatomy takes candidate_mask by keyword") \
+            as said:  # fmt: skip
         old = gradient_anatomy(grad, scores, positives, mask)
+    assert [w.filename for w in said] == [__file__]  # the caller's line, past the wrappers
     assert old.num_negatives.tolist() == [2] and old.active_negatives.tolist() == [1]
     new = gradient_anatomy(grad, scores, positives, candidate_mask=mask)
     assert torch.equal(old.active, new.active)

@@ -507,8 +507,10 @@ def test_gradient_counts_still_reads_threshold_with_a_future_warning():
     # gradlab 0.2.0 called gradient_counts' eps threshold; the brute-force loop decides.
     row, positives = [0.0, 0.02, 0.06, 0.5], [True, False, True, False]
     scores, mask = torch.tensor([row], dtype=torch.float64), torch.tensor([positives])
-    with pytest.warns(FutureWarning, match="gradient_counts's threshold is now called eps"):
+    with pytest.warns(FutureWarning, match="gradient_counts's threshold is now called eps") as said:
         old = gradient_counts(scores, mask, 0.01, threshold=0.5).per_query.item()
+    # at the caller's line: it named gradlab.functional's wrapper of exported functions
+    assert [w.filename for w in said] == [__file__]
     assert old == loops.gradient_count(row, positives, 0.01, 0.5, weighted=False)
     assert old == gradient_counts(scores, mask, 0.01, eps=0.5).per_query.item()
     with pytest.raises(GradlabError, match=r"^gradient_counts got eps and threshold, its old name"):
