@@ -117,19 +117,25 @@ def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
     return f"logged keys that no figure family draws: {', '.join(undrawn)} {UNDRAWN_HINT}"
 
 
+def _stepped_headers(run_dirs: Sequence[str | Path]) -> list[list[dict]]:
+    """Each run's headers that a logged step follows (a run, or resumption, that logged no
+    step draws nothing at its settings): read once for what the figures say of tau."""
+    return [stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl") for run_dir in run_dirs]
+
+
 def _mixed_taus(
-    run_dirs: Sequence[str | Path], families: list[str], labels: Sequence[str] | None = None
+    run_dirs: Sequence[str | Path], families: list[str], labels: Sequence[str] | None,
+    headers: list[list[dict]],
 ) -> str | None:
     """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
-    different taus (their headers' ``config``), or None. Runs are named by their ``labels``
-    (as the legends name them) when given, else by their folders."""
+    different taus (their stepped ``headers``' ``config``), or None. Runs are named by their
+    ``labels`` (as the legends name them) when given, else by their folders."""
     if not families:
         return None
     taus: dict[str, set[float]] = {}
     names = list(labels) if labels is not None else [str(run_dir) for run_dir in run_dirs]
-    for run_dir, name in zip(run_dirs, names, strict=True):
-        # a run (or resumption) that logged no step draws nothing at its tau
-        for header in stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+    for run_headers, name in zip(headers, names, strict=True):
+        for header in run_headers:
             config = header.get("config") if isinstance(header, dict) else None
             tau = config.get("tau") if isinstance(config, dict) else None
             if isinstance(tau, (int, float)) and not isinstance(tau, bool):
@@ -143,13 +149,14 @@ def _mixed_taus(
             "them")
 """The figure families of gradlab's quantities, in drawing order."""
 
-def _default_tau(run_dirs: Sequence[str | Path]) -> float | None:
+def _default_tau(headers: list[list[dict]]) -> float | None:
     """The tau every run drawn was logged at when none of them had one from its loss or from
-    the Monitor's ``tau`` argument (their headers' ``config``: ``tau_from`` is ``"default"``,
-    as for a loss without a sigmoid, NT-Xent or MultipleNegativesRankingLoss), else None."""
+    the Monitor's ``tau`` argument (their stepped ``headers``' ``config``: ``tau_from`` is
+    ``"default"``, as for a loss without a sigmoid, NT-Xent or MultipleNegativesRankingLoss),
+    else None."""
     taus = set()
-    for run_dir in run_dirs:
-        for header in stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+    for run_headers in headers:
+        for header in run_headers:
             config = header.get("config") if isinstance(header, dict) else None
             if not isinstance(config, dict) or config.get("tau_from") != "default":
                 return None
@@ -498,9 +505,10 @@ def plot_runs(
                 else " (nor any key of a quantity of your own)")
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no key that a figure "
                            f"family draws{said}")  # fmt: skip
+    headers = _stepped_headers(run_dirs)  # read once for both
     mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
-                        labels)  # fmt: skip
-    default_tau = _default_tau(run_dirs)
+                        labels, headers)  # fmt: skip
+    default_tau = _default_tau(headers)
     if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
         plots = {family: _said_of_the_default_tau(plot, default_tau)
                  if family in TAU_FAMILIES else plot for family, plot in plots.items()}
