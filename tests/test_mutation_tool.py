@@ -318,3 +318,49 @@ def test_every_group_is_in_one_roll_up():
     assert package_of({"modules": ["gradlab/functional/smooth_ap.py"]}) == "functional"
     assert package_of({"modules": ["gradlab/functional/smooth_ap.py", "gradlab/errors.py"]}) \
         is None  # fmt: skip
+
+
+WRAPPED = '''import functools
+
+
+def outside_autocast(function):
+    return function
+
+
+def cached(function):
+    return functools.lru_cache(function)
+
+
+@outside_autocast
+def wrapped(x):
+    return x + 1
+
+
+@cached
+def other(x):
+    return x + 1
+
+
+class Box:
+    @property
+    def size(self):
+        return 2 + 1
+'''
+
+
+@pytest.mark.slow
+def test_functions_decorated_by_gradlabs_wrappers_only_are_mutated(repository):
+    """mutmut leaves decorated functions out; those decorated only by gradlab's wrappers
+    (``outside_autocast`` among them) get mutants; other decorators still none."""
+    pytest.importorskip("mutmut")
+    (repository / "pkg" / "wrapped.py").write_text(WRAPPED)
+    _git(repository, "add", "pkg/wrapped.py")
+    _git(repository, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "w")
+
+    diffs = mutant_diffs(None, ["pkg.wrapped"], repository)
+
+    functions = {name.rsplit("__mutmut_", 1)[0] for name in diffs}
+    # outside_autocast's own body has nothing to mutate; other and Box.size none: decorated
+    assert functions == {"pkg.wrapped.x_cached", "pkg.wrapped.x_wrapped"}
+    assert any("-    return x + 1" in diff and "+    return x - 1" in diff
+               for name, diff in diffs.items() if name.startswith("pkg.wrapped.x_wrapped__"))

@@ -873,6 +873,73 @@ STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no_tests", 
           36: "timeout", -24: "timeout", 34: "skipped"}  # fmt: skip
 
 
+WRAPPERS = ("outside_autocast", "positional_candidate_mask", "renamed_keyword",
+            "_form_errors_fail")
+"""gradlab's decorators that wrap a function without changing what its body does (autocast off,
+a deprecated argument form read, a check's errors made a failed verdict). mutmut leaves every
+decorated function out (a decorator may have side effects when the function is copied); a
+function decorated by these only is mutated like any other: mutmut's trampoline keeps the
+decorators, and each mutant is the decorated function with one change in its body."""
+
+
+def wrapped_only(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function's decorators are all :data:`WRAPPERS` (called or not), and it has one.
+
+    Example:
+        >>> tree = ast.parse("@outside_autocast\\ndef f(x):\\n    return x\\n"
+        ...                  "@renamed_keyword('a', 'b')\\n@property\\ndef g(x):\\n    return x\\n")
+        >>> [wrapped_only(node) for node in tree.body]
+        [True, False]
+    """
+
+    def name(decorator: ast.expr) -> str | None:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return target.id if isinstance(target, ast.Name) else None
+
+    return bool(node.decorator_list) and all(name(d) in WRAPPERS for d in node.decorator_list)
+
+
+def mutate_wrapped_functions() -> None:
+    """Make mutmut mutate the functions :func:`wrapped_only` accepts (see :data:`WRAPPERS`): its
+    rule that skips a decorated function sees them undecorated. Called before mutmut generates
+    mutants, in this process (the generator of :func:`mutant_diffs`) and in the one that runs
+    mutmut (:func:`_mutmut_run`)."""
+    import libcst as cst
+    from mutmut.mutation.file_mutation import MutationVisitor
+
+    skip = MutationVisitor._skip_node_and_children
+    if getattr(skip, "gradlab_wrappers", False):
+        return
+
+    def wrapped(decorator: cst.Decorator) -> bool:
+        target = decorator.decorator
+        target = target.func if isinstance(target, cst.Call) else target
+        return isinstance(target, cst.Name) and target.value in WRAPPERS
+
+    def skips(self, node: cst.CSTNode) -> bool:
+        if not (isinstance(node, cst.FunctionDef) and node.decorators
+                and all(wrapped(d) for d in node.decorators)):  # fmt: skip
+            return skip(self, node)
+        decorators = node.decorators  # the node is frozen and its metadata keyed by identity:
+        object.__setattr__(node, "decorators", ())  # the rule reads it undecorated, once
+        try:
+            return skip(self, node)
+        finally:
+            object.__setattr__(node, "decorators", decorators)
+
+    skips.gradlab_wrappers = True  # type: ignore[attr-defined]
+    MutationVisitor._skip_node_and_children = skips
+
+
+_LAUNCH = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "from tools.mutation import mutate_wrapped_functions; mutate_wrapped_functions(); "
+    "from mutmut.__main__ import cli; sys.argv[0] = 'mutmut'; cli()"
+)
+"""mutmut's command line, run after :func:`mutate_wrapped_functions` (argv: this repository's
+root, then mutmut's arguments)."""
+
+
 def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
     quoted = ", ".join(json.dumps(p) for p in only_mutate)
     selected = ", ".join(json.dumps(p) for p in [*tests, *UNDER_MUTMUT])
@@ -953,7 +1020,9 @@ def function_hashes(source: str, module: str) -> dict[str, str]:
     module-level function, ``module.xǁClassǁmethod`` for a method (``Outer.Inner`` for a nested
     class); a function inside a function is part of it. The hash is the SHA-256 of the
     function's AST (decorators and signature included) without its docstring, so comments,
-    formatting and docstrings do not mark a function as changed.
+    formatting and docstrings do not mark a function as changed; a function decorated by
+    :data:`WRAPPERS` only hashes with a mark, so that the records made before mutmut mutated
+    such functions (none of their mutants) are out of date.
 
     Example:
         >>> before = function_hashes("def f(x):\\n    return x + 1\\n", "m")
@@ -975,7 +1044,10 @@ def function_hashes(source: str, module: str) -> dict[str, str]:
                 if ast.get_docstring(node, clean=False) is not None:
                     bare.body = node.body[1:]
                 key = f"x_{node.name}" if owner is None else f"xǁ{owner}ǁ{node.name}"
-                digest = hashlib.sha256(ast.dump(bare).encode()).hexdigest()[:16]
+                # a wrapped function's hash changed when mutmut began to mutate it: recorded
+                # with no mutants, it runs again in the next incremental run
+                mark = "wrapped, mutated" if wrapped_only(node) else ""
+                digest = hashlib.sha256((ast.dump(bare) + mark).encode()).hexdigest()[:16]
                 hashes[f"{module}.{key}"] = digest
 
     visit(ast.parse(source).body, None)
@@ -1082,6 +1154,7 @@ def _mutmut_generator():
     """mutmut's generator, run in a scratch folder (it reads its configuration there)."""
     from mutmut.mutation.file_mutation import mutate_file_contents
 
+    mutate_wrapped_functions()  # as the runs generate them
     here = Path.cwd()
     with tempfile.TemporaryDirectory() as scratch:
         os.chdir(scratch)
@@ -1365,9 +1438,9 @@ def run_group(
 
 def _mutmut_run(workdir: Path, children: int, names: list[str]) -> str:
     """Run mutmut in a scratch clone; returns the end of its output (for an error message)."""
-    mutmut = Path(sys.executable).with_name("mutmut")
     done = subprocess.run(
-        [str(mutmut), "run", "--max-children", str(children), *names],
+        [sys.executable, "-c", _LAUNCH, str(ROOT), "run", "--max-children", str(children),
+         *names],
         cwd=workdir, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(workdir)},
     )  # fmt: skip
