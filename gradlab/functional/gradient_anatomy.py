@@ -71,6 +71,22 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 HARD_FRACTIONS = (0.01, 0.1)
 """Fractions of the hardest negatives whose share of the negative gradient mass is reported."""
 
+HARD_DIVISORS = tuple(round(1 / fraction) for fraction in HARD_FRACTIONS)
+""":data:`HARD_FRACTIONS` as ``1 / k``: a share reads the hardest ``ceil(N / k)`` of a query's
+``N`` negatives (:func:`hardest_count`)."""
+
+
+def hardest_count(num_negatives: torch.Tensor, divisor: int) -> torch.Tensor:
+    """``ceil(N / divisor)`` of each query's number of negatives ``N``: how many of its hardest
+    negatives a share of :data:`HARD_DIVISORS` reads. Counted in integers (in the dtype of
+    ``num_negatives``), exact for every count, where a float32 product rounds past 13 million.
+
+    Example:
+        >>> hardest_count(torch.tensor([0, 1, 10, 11, 100, 101]), 10).tolist()
+        [0, 1, 1, 2, 10, 11]
+    """
+    return (num_negatives + (divisor - 1)) // divisor
+
 
 class GradientAnatomy(NamedTuple):
     """Per-query anatomy of ``dL/dS`` (see the module docstring).
@@ -223,8 +239,8 @@ def gradient_anatomy(
     cumulative = torch.gather(negative_mass, 1, order).cumsum(dim=1, dtype=torch.float64)
     total = cumulative[:, -1]
     shares = []
-    for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
-        hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).long()
+    for divisor in HARD_DIVISORS:  # two fixed fractions, not a loop over queries
+        hardest = hardest_count(num_negatives, divisor)
         mass = torch.gather(cumulative, 1, (hardest - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
         defined = (total > 0) & ~unranked
         # total > 0 wherever the share is defined: no floor (a float64 mass below 1e-300

@@ -36,9 +36,10 @@ import torch
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
     DEFAULT_RELATIVE_THRESHOLD,
-    HARD_FRACTIONS,
+    HARD_DIVISORS,
     RELATIVE_THRESHOLD_RANGE,
     gradient_anatomy,
+    hardest_count,
 )
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantity import Plot, Quantity, _row_any, _row_counts
@@ -195,8 +196,8 @@ def _per_query_from_order(
     total = running[:, -1] if shape[1] else running.new_zeros(shape[0])
     defined = (total > 0) & ~unranked
     shares = []
-    for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
-        hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).to(rank.dtype)
+    for divisor in HARD_DIVISORS:  # two fixed fractions, not a loop over queries
+        hardest = hardest_count(num_negatives, divisor).to(rank.dtype)
         # the positions whose rank is at most ``hardest``: a prefix of the row
         inside = torch.searchsorted(rank, hardest.unsqueeze(1), right=True)
         top = running.gather(1, (inside - 1).clamp(min=0)).squeeze(1)

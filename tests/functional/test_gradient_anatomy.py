@@ -1,6 +1,7 @@
 """gradient_anatomy: loops, closed-form oracles of three losses, no host sync, bad input."""
 
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from gradlab.functional import (
     nt_xent_loss,
     smooth_ap,
 )
+from gradlab.functional.gradient_anatomy import HARD_DIVISORS, HARD_FRACTIONS, hardest_count
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.anatomy_loops import anatomy_one_query
 
@@ -496,6 +498,18 @@ def test_a_float16_relative_threshold_in_the_subnormals_is_the_threshold_itself(
     anatomy = gradient_anatomy(grad, scores, positives)
     _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
 
+def test_a_float64_relative_threshold_is_taken_in_float64():
+    """0.01 rounded to float32 is 0.0099999998: an entry of 0.0099999999 x the largest lies
+    below the float64 threshold and above the float32 one. Only half precision widens to
+    float32; float64 gradients keep their own precision."""
+    grad = torch.tensor([[-1.0, 0.0099999999, 0.01, 0.0]], dtype=torch.float64)
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float64)
+    positives = torch.tensor([[True, False, False, False]])
+    anatomy = gradient_anatomy(grad, scores, positives)
+    _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
+    assert anatomy.active.tolist() == [[True, False, True, False]]
+
+
 @pytest.mark.parametrize(
     ("argument", "change", "hint"),
     [
@@ -549,3 +563,14 @@ def test_a_positional_candidate_mask_is_still_read_with_a_future_warning():
     assert torch.equal(old.active, new.active)
     with pytest.raises(GradlabError, match="got candidate_mask twice"):
         gradient_anatomy(grad, scores, positives, mask, candidate_mask=mask)
+
+
+def test_the_hardest_counts_are_the_exact_ceilings_of_the_fractions():
+    """ceil(N x fraction) against exact rationals, over small counts and those past 2^24, where
+    a float32 product of 0.01 or 0.1 rounds to the wrong ceiling (13,107,201 x 0.01 is
+    131,072.01: 131,073 negatives, not 131,072)."""
+    counts = [*range(0, 1001), 13_107_201, 16_777_221, 33_554_441, 2**31 - 1]
+    for fraction, divisor in zip(HARD_FRACTIONS, HARD_DIVISORS, strict=True):
+        assert Fraction(1, divisor) == Fraction(str(fraction))
+        got = hardest_count(torch.tensor(counts), divisor).tolist()
+        assert got == [math.ceil(Fraction(str(fraction)) * n) for n in counts]
