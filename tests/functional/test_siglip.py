@@ -9,6 +9,7 @@ import gradlab
 from gradlab import GradlabError
 from gradlab.functional.siglip import sigmoid_pair_loss
 from gradlab.siglip_loss import SigLIPLoss
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.score_losses_loops import siglip_loss
 
 
@@ -176,3 +177,75 @@ def test_half_precision_logits_are_bounded_by_float32_in_which_they_are_computed
     # one rounding to the dtype: within its epsilon
     assert loss.dtype == dtype
     assert loss.item() == pytest.approx(expected / 2, rel=torch.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize(("rows", "columns", "reduction"), [(1, 2, "mean"), (2, 1, "sum"),
+                                                             (3, 1, "mean")])  # fmt: skip
+def test_half_precision_scores_whose_gradient_can_pass_float16_are_refused(rows, columns,
+                                                                            reduction):
+    """|dL/dS| = scale x sigmoid(.) x weight can reach scale x weight, the weight 1 / Q for the
+    mean (Q rows, whatever the columns) and 1 for the sum: a reach past 65504 is refused, one
+    at most 65504 is not."""
+    weight = 1.0 if reduction == "sum" else 1.0 / rows
+    scores = torch.zeros(rows, columns, dtype=torch.float16)
+    positives = torch.zeros(rows, columns, dtype=torch.bool)
+    too_large = 70000.0 / weight
+    with pytest.raises(GradlabError) as caught:
+        sigmoid_pair_loss(scores, positives, scale=too_large, bias=0.0, reduction=reduction)
+    through = " / the rows" if reduction == "mean" else ""
+    assert str(caught.value) == (
+        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        "computed in float32 and returned in the scores' dtype); got scores whose |dL/dS| can "
+        f"reach {too_large * weight:.3g} (scale{through}); pass scores.float() for a float32 "
+        "gradient")
+    fits = 65504.0 / weight
+    loss = sigmoid_pair_loss(scores, positives, scale=fits, bias=0.0, reduction=reduction)
+    assert loss.item() == pytest.approx(rows * columns * math.log(2.0) * weight, rel=1e-3)
+
+
+def test_the_gradient_bound_of_half_precision_scores_is_float32s_under_any_default_dtype():
+    """dL/dS of float16 scores is computed in float32, so its bound is scale x weight rounded
+    to float32: a scale of 65504.000001 rounds to 65504, which float16 holds, under a float64
+    default dtype too."""
+    scores = torch.zeros(1, 2, dtype=torch.float16)
+    positives = torch.tensor([[True, False]])
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        loss = sigmoid_pair_loss(scores, positives, scale=65504.000001, bias=0.0)
+    finally:
+        torch.set_default_dtype(before)
+    assert loss.dtype == torch.float16
+    assert loss.item() == pytest.approx(2 * math.log(2.0), rel=1e-3)
+
+
+SYNC_POINTS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
+
+
+def test_an_unvalidated_call_reads_nothing_back_from_the_device(monkeypatch):
+    """validate=False: no check, so no host read at all (the loss is all on the device)."""
+    scores = torch.randn(4, 4)
+    calls = []
+    for name in SYNC_POINTS:
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    sigmoid_pair_loss(scores, torch.eye(4, dtype=torch.bool), validate=False)
+    validated = len(calls)
+    sigmoid_pair_loss(scores, torch.eye(4, dtype=torch.bool))
+    monkeypatch.undo()
+    assert validated == 0 and calls == ["tolist"]  # the validated call's one transfer
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_internal_tensors_are_made_on_the_scores_device(dtype):
+    """Under another default device (meta, the stand-in for a GPU) the loss is the same, on
+    the scores' device: half precision's overflow bounds included."""
+    scores = torch.tensor([[0.5, -0.2], [0.1, 0.3]], dtype=dtype)
+    positives = torch.eye(2, dtype=torch.bool)
+    assert_unchanged_under_another_default_device(
+        lambda: sigmoid_pair_loss(scores, positives, scale=10.0, bias=-1.0), scores.device)
