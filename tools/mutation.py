@@ -102,6 +102,7 @@ FUNCTIONAL_TESTS = {
     "blackbox_ap": [
         "tests/functional/test_fastap_blackbox.py",
         "tests/functional/test_blackbox_ap_rules.py",
+        "tests/functional/test_blackbox_ap_calls.py",
         "tests/functional/test_functional_loss_calls.py",
         # half scores computed in float32, and the float16 refusal's bound
         "tests/functional/test_half_precision.py::test_blackbox_ap_of_half_scores_is_computed_in_"
