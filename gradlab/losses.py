@@ -39,6 +39,7 @@ from gradlab.functional.score_losses import (
 )
 from gradlab.validation import (
     ScoreRecorderSlot,
+    check_bool,
     check_embeddings_and_labels,
     check_interpolation,
     check_temperature,
@@ -118,9 +119,7 @@ class RankingLoss(nn.Module):
 
     def __init__(self, validate: bool = True) -> None:
         super().__init__()
-        if not isinstance(validate, bool):
-            raise GradlabError(f"validate must be a bool; got {validate!r}")
-        self.validate = validate
+        self.validate = check_bool("validate", validate)
         self.degenerate_batches = 0
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -217,9 +216,7 @@ class SmoothAPLoss(RankingLoss):
     ) -> None:
         super().__init__(validate)
         self.tau = check_temperature("tau", tau)
-        if not isinstance(include_query, bool):
-            raise GradlabError(f"include_query must be a bool; got {include_query!r}")
-        self.include_query = include_query
+        self.include_query = check_bool("include_query", include_query)
 
     def forward(
         self,

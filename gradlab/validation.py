@@ -186,9 +186,7 @@ class ScoreRecorderSlot:
     _recorder_signature = ""
 
     def _set_validate(self, validate: object) -> None:
-        if not isinstance(validate, bool):
-            raise GradlabError(f"validate must be a bool; got {validate!r}")
-        self.validate = validate
+        self.validate = check_bool("validate", validate)
 
     @property
     def score_recorder(self) -> object:

@@ -137,7 +137,7 @@ def test_pytorch_metric_learning_groups_blocks_of_class_count(labels):
     [
         ({"tau": 0}, r"tau must be a finite number in \[1e-30, inf\) .*; got 0$"),
         ({"tau": float("nan")}, r"tau must be a finite number in \[1e-30, inf\)"),
-        ({"include_query": 1}, "include_query must be a bool; got 1"),
+        ({"include_query": 1}, "include_query must be True or False; got 1"),
     ],
 )
 def test_constructor_errors(kwargs, message):
@@ -255,7 +255,7 @@ EYE3 = torch.eye(3, dtype=torch.bool)
     [
         ((torch.full((3, 3), float("nan")), EYE3), {}, "scores must be finite"),
         ((torch.randn(0, 0), torch.zeros(0, 0, dtype=torch.bool)), {}, "at least one row"),
-        ((torch.zeros(3, 3), EYE3), {"validate": "yes"}, "validate must be a bool"),
+        ((torch.zeros(3, 3), EYE3), {"validate": "yes"}, "validate must be True or False"),
     ],
 )
 def test_score_matrix_module_errors(cls, args, kwargs, message):
@@ -323,7 +323,7 @@ def test_score_matrix_module_refuses_a_non_callable_score_recorder_when_set(cls)
         ("NTXentLoss", {"temperature": 0.0}, r"temperature must be a finite number in \[1e-30"),
         ("NTXentLoss", {"direction": "up"}, r"direction must be one of .*; got 'up'"),
         ("MaxViolationTripletLoss", {"reduction": "max"}, r"reduction must be one of .*'max'"),
-        ("SmoothAPLoss", {"validate": "yes"}, "validate must be a bool; got 'yes'"),
+        ("SmoothAPLoss", {"validate": "yes"}, "validate must be True or False; got 'yes'"),
     ],
 )
 def test_every_constructor_argument_is_named_in_its_error(cls, kwargs, message):

@@ -230,7 +230,7 @@ def test_validate_refuses_non_finite_input_and_off_lets_it_through(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_validate_must_be_a_bool(name):
-    with pytest.raises(GradlabError, match=r"^validate must be a bool; got 'yes'$"):
+    with pytest.raises(GradlabError, match=r"^validate must be True or False; got 'yes'$"):
         CASES[name].make(validate="yes")
 
 

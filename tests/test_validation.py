@@ -76,7 +76,7 @@ def test_an_optional_callable_is_none_or_callable_and_named_when_not():
 def test_a_loss_s_validate_switch_must_be_a_bool():
     assert gradlab.NTXentLoss(0.1, validate=False).validate is False
     assert _refusal(lambda: gradlab.NTXentLoss(0.1, validate="no")) == (
-        "validate must be a bool; got 'no'")
+        "validate must be True or False; got 'no'")
 
 
 def test_the_finite_flag_is_a_0_d_bool_on_the_tensor_s_device():

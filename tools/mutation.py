@@ -425,9 +425,11 @@ SYMBOLIC_TESTS = {
 record (verdict, detail, formulas, every mutant's verdict) with the committed audit.json, so a
 mutant of one claim's check runs that claim only."""
 
-DEFAULTS_TESTS = ["tests/test_defaults.py", "tests/functional/test_defaults.py"]
-"""The tests of every public default, run for every functional group (only the tests that reach
-a mutated function run for its mutants, so they cost one instrumented pass)."""
+DEFAULTS_TESTS = ["tests/test_defaults.py", "tests/functional/test_defaults.py",
+                  "tests/functional/test_bool_options.py"]
+"""The tests of every public default and of every bool option's check, run for every functional
+group (only the tests that reach a mutated function run for its mutants, so they cost one
+instrumented pass)."""
 
 LOSS_TESTS = ["tests/test_losses_shared.py", "tests/test_loss_reliability.py"]
 """The losses' shared behaviour (validate, degenerate batches, second derivatives, parameters

@@ -32,7 +32,7 @@ from gradlab.equivalence.collectives import gather_rows, world_size
 from gradlab.equivalence.objectives import score_objective
 from gradlab.equivalence.problem import GradientProbe, PairedBatch, cosine_scores, positive_mask
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_int
+from gradlab.validation import check_bool, check_positive_int
 
 __all__ = ["Accumulation", "AllGather", "CrossBatchMemory", "FullBatch", "GradCache", "Step"]
 
@@ -281,8 +281,7 @@ class AllGather(Step):
     def __post_init__(self) -> None:
         score_objective(self.loss)
         for name in ("gradient", "local_loss"):
-            if not isinstance(getattr(self, name), bool):
-                raise GradlabError(f"{name} must be a bool; got {getattr(self, name)!r}")
+            check_bool(name, getattr(self, name))
         if self.loss_scale is not None and (
             isinstance(self.loss_scale, bool) or not isinstance(self.loss_scale, (int, float))
             or not self.loss_scale > 0 or self.loss_scale == float("inf")

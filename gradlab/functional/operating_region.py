@@ -231,8 +231,7 @@ def operating_region_proportion(
         raise GradlabError("positives applies only with pairs='positive-rows' or "
                            "'positive-negative'; got positives with pairs='all', which counts "
                            "every entry: pass pairs too, or leave positives out")  # fmt: skip
-    if not isinstance(include_diagonal, bool):
-        raise GradlabError(f"include_diagonal must be a bool; got {include_diagonal!r}")
+    check_bool("include_diagonal", include_diagonal)
     single = scores.dim() == 1
     rows = scores.unsqueeze(0) if single else scores
     rows = rows.to(torch.float64)
@@ -379,8 +378,7 @@ def gradient_counts(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
-    if not isinstance(weighted, bool):
-        raise GradlabError(f"weighted must be a bool; got {weighted!r}")
+    check_bool("weighted", weighted)
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")

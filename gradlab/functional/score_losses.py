@@ -45,6 +45,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
+    check_bool,
     check_in_range,
     check_real_device,
     check_same_device,
@@ -130,9 +131,7 @@ def _one_sync(
     is computed in. ``fits`` (validated calls only) is ``(flag, message)``: a 0-d bool tensor
     that travels in the same transfer, and the refusal's text when it is False.
     """
-    if not isinstance(validate, bool):
-        raise GradlabError(f"validate must be a bool; got {validate!r}")
-    validate = validate and value_checks_enabled()
+    validate = check_bool("validate", validate) and value_checks_enabled()
     if not (validate or degenerate):
         return False
     flags = [finite_flag(scores, bound[0])] if validate else []

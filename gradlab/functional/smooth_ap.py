@@ -41,6 +41,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
+    check_bool,
     check_positive_int,
     check_real_device,
     check_same_device,
@@ -711,8 +712,7 @@ def smooth_ap(
     budget = check_positive_int("max_chunk_elements", max_chunk_elements)
     if backward not in ("exact", "autograd"):
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
-    if not isinstance(validate, bool):
-        raise GradlabError(f"validate must be a bool; got {validate!r}")
+    validate = check_bool("validate", validate)
     finite = {"scores": scores} if validate else None
     return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
 

@@ -360,7 +360,8 @@ def _memory_batch():
         ),
         (lambda m, b, loss: GradCache(loss, chunk_size=0), "chunk_size must be a positive"),
         (lambda m, b, loss: Accumulation(loss, micro_batches=2.0), "micro_batches must be"),
-        (lambda m, b, loss: AllGather(loss, gradient="yes"), "gradient must be a bool; got 'yes'"),
+        (lambda m, b, loss: AllGather(loss, gradient="yes"),
+         "gradient must be True or False; got 'yes'"),
         (lambda m, b, loss: AllGather(loss, loss_scale=-2), "loss_scale must be None or a"),
         (
             lambda m, b, loss: CrossBatchMemory(loss, enqueue="never"),

@@ -196,7 +196,7 @@ def test_a_loss_scale_that_is_not_a_positive_finite_number_is_refused(scale):
 def test_gradient_and_local_loss_must_be_bools(option):
     with pytest.raises(GradlabError) as caught:
         AllGather(soft_positives_loss, **{option: 1})
-    assert str(caught.value) == f"{option} must be a bool; got 1"
+    assert str(caught.value) == f"{option} must be True or False; got 1"
 
 
 def test_all_gather_refuses_a_batch_with_a_memory():

@@ -78,12 +78,6 @@ def test_the_margin_is_subtracted_in_the_scores_precision():
     assert blackbox_ap(scores, torch.tensor([[False, True]]), margin=0.02).item() == 0.5
 
 
-def test_validate_must_be_a_bool():
-    embeddings, labels = torch.randn(4, 3), torch.tensor([0, 0, 1, 1])
-    assert _message(lambda: blackbox_ap_loss(embeddings, labels, validate="yes")) == (
-        "validate must be True or False; got 'yes'")
-
-
 def test_a_default_call_is_validated_and_reports_a_batch_without_signal():
     calls = []
     loss = blackbox_ap_loss(torch.randn(4, 3), torch.arange(4),

@@ -66,6 +66,6 @@ CASES = [(name, option) for name, options in sorted(public_functions_with_bool_o
 @pytest.mark.parametrize("value", ["no", 1, None])
 def test_an_option_that_is_no_bool_is_refused_by_name(name, option, value):
     CALLS[name]()  # the call is valid as it is
-    with pytest.raises(GradlabError, match=rf"^{option} must be (True or False|a bool); "
+    with pytest.raises(GradlabError, match=rf"^{option} must be True or False; "
                                            rf"got {value!r}$"):  # fmt: skip
         CALLS[name](**{option: value})

@@ -177,3 +177,24 @@ def test_a_bad_option_is_refused_before_any_score_is_computed(loss, inputs, opti
     assert str(caught.value).startswith(f"{option} must be ")
     columns = len(arguments.get("candidates", embeddings))
     assert (len(embeddings), columns) not in made.shapes  # no score matrix was made
+
+
+def test_smooth_ap_loss_bounds_a_float16_gradient_by_its_mean_over_the_queries():
+    """The loss averages the APs of its queries with a positive, so |dL/dS| reaches
+    1.25 / tau over their number: at tau = 1e-5 and 4 such queries 31,250, which float16 holds
+    (one query's 125,000 would not); at 1e-6 and 2 queries 625,000, refused, naming the
+    queries and candidates the scores were made from."""
+    embeddings = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
+    half = embeddings.half().requires_grad_(True)
+    loss = smooth_ap_loss(half, torch.tensor([0, 0, 1, 1]), tau=1e-5)
+    assert loss.dtype == torch.float16
+    with pytest.raises(GradlabError) as caught:
+        smooth_ap_loss(half[:2], candidates=half[2:].detach(), positives=torch.eye(2) > 0,
+                       tau=1e-6)  # fmt: skip
+    bound = 1.25 / 1e-6 / 2
+    assert str(caught.value) == (
+        "queries and candidates (through their cosine scores) must keep the gradient within "
+        "torch.float16's largest value 65504 (dL/dS is computed in float32 and returned in the "
+        "scores' dtype); at tau=1e-06 SmoothAP's |dAP/dS| can reach 1.25 / tau over the 2 "
+        f"queries with a positive, {bound:.3g}; pass float32 or bfloat16 queries and "
+        "candidates, or a larger tau")

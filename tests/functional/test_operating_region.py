@@ -192,7 +192,7 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
         ),
         (
             lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1),
-            "include_diagonal must be a bool",
+            "include_diagonal must be True or False",
         ),
         (lambda: expected_operating_region_proportion(0.0), "spread must be a positive finite"),
         (
@@ -334,7 +334,7 @@ GOOD_MASK = torch.ones(2, 3, dtype=torch.bool)
         ),
         ({"positives": GOOD_MASK.to("meta")}, "tensors must be on one device; got scores on cpu, "
                                               "positives on meta"),
-        ({"weighted": 1}, "weighted must be a bool; got 1"),
+        ({"weighted": 1}, "weighted must be True or False; got 1"),
         ({"candidate_mask": torch.ones(2, 3)}, "candidate_mask must be a bool tensor"),
         ({"candidate_mask": torch.ones(3, dtype=torch.bool)}, "candidate_mask must be 2-D"),
         (

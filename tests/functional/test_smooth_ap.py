@@ -204,7 +204,7 @@ GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
         ({"backward": "numeric"}, "^backward must be 'exact' or 'autograd'; got 'numeric'$"),
         ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
         ({"max_chunk_elements": 2.5}, "max_chunk_elements must be a positive integer"),
-        ({"validate": 1}, "^validate must be a bool; got 1$"),
+        ({"validate": 1}, "^validate must be True or False; got 1$"),
     ],
 )
 def test_error_table(kwargs, message):
