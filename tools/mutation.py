@@ -124,6 +124,7 @@ FUNCTIONAL_TESTS = {
         "tests/monitor/test_recorded_column_weights.py",  # the split from SmoothAP's backward
     ],
     "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py",
+              "tests/functional/test_functional_loss_calls.py",  # on_degenerate's check
               HALF_PRECISION_HISTOGRAMS,
               # a float16 gradient refused when backward runs (the hook of fappy_loss)
               "tests/functional/test_half_precision.py::test_fappy_refuses_a_float16_gradient_it_"

@@ -126,7 +126,7 @@ def test_blackbox_ap_loss_calls_on_degenerate_only_on_a_batch_without_signal(for
     assert calls == [1]
 
 
-@pytest.mark.parametrize("loss", [smooth_ap_loss, blackbox_ap_loss])
+@pytest.mark.parametrize("loss", [smooth_ap_loss, blackbox_ap_loss, fappy_loss])
 @pytest.mark.parametrize("bad", [1, "warn"])
 def test_an_on_degenerate_that_is_not_callable_is_refused_before_any_batch(loss, bad):
     # it was accepted, then raised TypeError "'int' object is not callable" at the first

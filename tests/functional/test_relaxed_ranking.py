@@ -777,3 +777,23 @@ def test_triangular_kernel_refuses_an_allocation_that_fails_below_the_free_memor
     assert str(raised.value) == (
         f"num_bins = {num_bins} asks for 5 x {num_bins} weights ({6 * num_bins * 4 / 2**30:.1f} "
         "GiB), more than cpu could allocate: pass fewer bins or fewer distances")
+
+
+def test_the_first_bad_level_is_named_and_level_zero_is_none():
+    """Level 0 is a level (the lowest): the message names the first level outside
+    0 .. num_levels - 1, not a 0 before it."""
+    distances = torch.tensor([[0.5, 1.0, 2.0]])
+    with pytest.raises(GradlabError) as caught:
+        soft_histogram(distances, torch.tensor([[0, 5, 1]]), num_bins=4, num_levels=2)
+    assert str(caught.value) == (
+        "levels must lie in 0 .. num_levels - 1 = 1; got levels[0, 1] = 5 (1 of 3 entries)")
+
+
+@pytest.mark.parametrize("meta", ["distances", "levels"])
+def test_a_meta_tensor_is_refused_by_name_before_its_values_are_read(meta):
+    tensors = {"distances": torch.tensor([[0.5, 1.0]]), "levels": torch.tensor([[0, 1]])}
+    tensors[meta] = tensors[meta].to("meta")
+    with pytest.raises(GradlabError) as caught:
+        soft_histogram(tensors["distances"], tensors["levels"], num_bins=4, num_levels=2)
+    assert str(caught.value) == (f"{meta} is a meta tensor (a shape without values); pass a "
+                                 "tensor on a real device (cpu, cuda, ...)")
