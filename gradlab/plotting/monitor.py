@@ -38,6 +38,7 @@ from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments, st
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
+    PALETTE_SIZE,
     gradlab_style,
     legend_below,
     save_figure,
@@ -167,6 +168,27 @@ def _default_tau(headers: list[list[dict]]) -> float | None:
     return taus.pop() if len(taus) == 1 else None
 
 
+def _some_at_the_default_tau(
+    headers: list[list[dict]], names: list[str], families: list[str]
+) -> str | None:
+    """What to say when some of the runs drawn, not all, were logged at gradlab's default tau
+    by a loss without a sigmoid (their stepped ``headers``' ``config.tau_from`` is
+    ``"default"``) and ``families`` of :data:`TAU_FAMILIES` are drawn, or None."""
+    if not families:
+        return None
+    at_default = [name for run_headers, name in zip(headers, names, strict=True)
+                  if run_headers and all(isinstance(h, dict) and isinstance(h.get("config"), dict)
+                                         and h["config"].get("tau_from") == "default"
+                                         for h in run_headers)]  # fmt: skip
+    if not at_default or len(at_default) == len(names):
+        return None
+    runs = ", ".join(at_default)
+    return (f"{runs} {'was' if len(at_default) == 1 else 'were'} logged by a loss without a "
+            f"sigmoid tau: {'its' if len(at_default) == 1 else 'their'} lines of "
+            f"{', '.join(families)} measure SmoothAP's sigmoid at gradlab's default tau, not "
+            "that loss's gradient, and do not compare with the other runs'")
+
+
 def _said_of_the_default_tau(plot: Plot, tau: float) -> Plot:
     """``plot`` of a family that reads tau (:data:`TAU_FAMILIES`), its title saying that runs
     logged at gradlab's default ``tau`` measure SmoothAP's sigmoid, not their loss's gradient."""
@@ -274,13 +296,21 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     check_run_dirs(paths)
     runs: list[Run] = []
     empty: list[str] = []  # logs without a logged step: drawn without them, if any other has
+    unreadable: list[str] = []  # logs none of whose lines could be read: the same, said why
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
         pieces: list[list[dict]] = []
         highest = -math.inf  # the last piece's largest step
         went_back: list[tuple[int, int]] = []  # resumptions from earlier checkpoints
         set_back: list[tuple[int, int, int]] = []  # steps going back within one run
-        for header, records in _read_log(log):
+        try:
+            segments = _read_log(log)
+        except GradlabError as error:  # e.g. a header cut by a crash: a run not logged yet
+            if len(paths) == 1:
+                raise
+            unreadable.append(str(error))
+            continue
+        for header, records in segments:
             records = _in_step_order(records, set_back)
             if pieces and header.get("resumed"):  # a resumption continues its run
                 replaced = _continue(pieces[-1], records, highest)
@@ -307,9 +337,20 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             runs.extend((f"{label} (run {i})", records) for i, records in enumerate(pieces, 1))
         else:
             runs.append((label, pieces[0]))
-    if empty and not runs:
-        raise GradlabError(f"{' and '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} "
-                           f"no logged step {NONE_LOGGED}")  # fmt: skip
+    if not runs and (empty or unreadable):
+        said = [f"{' and '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no logged "
+                f"step {NONE_LOGGED}"] if empty else []  # fmt: skip
+        raise GradlabError("; ".join([*unreadable, *said]))
+    for message in unreadable:  # as a run without a logged step: the others are drawn
+        warnings.warn(f"{message}: drawn without it", UserWarning, stacklevel=caller_stacklevel())
+    if len(runs) > PALETTE_SIZE:
+        warnings.warn(
+            f"{len(runs)} runs overlaid: past the {PALETTE_SIZE}th, each run's colour is an "
+            f"earlier run's ({runs[PALETTE_SIZE][0]} and {runs[0][0]} share one; only their "
+            "markers and the legend's order tell them apart); plot fewer runs at a time",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
     if empty:  # a run that has not logged yet does not keep the others from being drawn
         warnings.warn(f"{', '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no logged "
                       f"step {NONE_LOGGED}: drawn without it", UserWarning,
@@ -512,6 +553,12 @@ def plot_runs(
     if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
         plots = {family: _said_of_the_default_tau(plot, default_tau)
                  if family in TAU_FAMILIES else plot for family, plot in plots.items()}
+    else:  # some runs only: said of them by name
+        some = _some_at_the_default_tau(
+            headers, list(labels) if labels is not None else [str(d) for d in run_dirs],
+            [family for family in present if family in TAU_FAMILIES])  # fmt: skip
+        if some is not None:
+            warnings.warn(some, UserWarning, stacklevel=caller_stacklevel())
     if mixed is not None:
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})

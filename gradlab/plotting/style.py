@@ -67,6 +67,10 @@ MARKERS = ("o", "s", "^", "D", "v", "P")
 """Markers in the same order as :data:`LINE_STYLES`."""
 
 
+PALETTE_SIZE = 10
+"""Colours of seaborn's colour-blind palette that :func:`series_style` cycles through."""
+
+
 def series_style(index: int) -> dict:
     """Colour, line style and marker of the ``index``-th series of a figure.
 
@@ -74,7 +78,7 @@ def series_style(index: int) -> dict:
         >>> series_style(1)["linestyle"], series_style(1)["color"] == series_style(7)["color"]
         ('--', False)
     """
-    palette = sns.color_palette("colorblind", 10)
+    palette = sns.color_palette("colorblind", PALETTE_SIZE)
     return {
         "color": palette[index % len(palette)],
         "linestyle": LINE_STYLES[index % len(LINE_STYLES)],

@@ -1413,3 +1413,21 @@ def test_the_sigmoid_families_of_a_loss_without_a_tau_say_so_in_their_titles(tmp
     for family in sigmoid:
         assert titles["ntxent"][family] == titles["smooth"][family] + note
         assert "default tau" not in titles["smooth"][family]
+
+
+def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau(tmp_path,
+                                                                                monkeypatch):
+    """Overlaid with a SmoothAP run, the titles cannot say it of the NT-Xent run alone: a
+    warning names it, and the titles stay plain."""
+    ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
+    smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, [ntxent, smooth], out=tmp_path / "figures")
+    titles = [figure.axes[0].get_title() for figure in figures.values()]
+    _close(figures)
+    said = [str(w.message) for w in caught if "sigmoid" in str(w.message)]
+    assert said == [f"{ntxent} was logged by a loss without a sigmoid tau: its lines of "
+                    "operating_region, gradient_counts, gradient_count_mean measure SmoothAP's "
+                    "sigmoid at gradlab's default tau, not that loss's gradient, and do not "
+                    "compare with the other runs'"]
+    assert not any("default tau" in title for title in titles)

@@ -1030,3 +1030,37 @@ def test_an_overview_png_of_ones_own_is_refused_only_when_the_overview_is_drawn(
     written = plot_runs([run], out=figures, overview=False)  # the user's overview.png stays
     assert (figures / "overview.png").read_text() == "mine"
     assert "overview.png" not in {path.name for path in written}
+
+
+def test_a_run_cut_in_its_header_is_drawn_without_like_a_run_without_steps(tmp_path):
+    """A crash during a run's first write leaves one cut line: among other runs it is left out
+    with a warning, as a run that has not logged yet is; alone it is refused."""
+    drawn = _run(tmp_path / "drawn")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "metrics.jsonl").write_bytes(b'{"header": {"gradlab": "0.2.0", "con\n')
+    with pytest.warns(UserWarning) as caught:
+        written = plot_runs([drawn, cut], tmp_path / "figs")
+    log = cut / "metrics.jsonl"
+    said = [str(w.message) for w in caught if str(log) in str(w.message)]
+    assert said == [f"{log}:1: skipped a line that is not valid JSON (a write cut short?), so no "
+                    "logged step is left (a run folder must hold a metrics.jsonl written by "
+                    "gradlab.Monitor): drawn without it"]
+    assert (tmp_path / "figs" / "loss.png") in written
+    with pytest.raises(GradlabError) as alone:
+        plot_runs([cut], tmp_path / "figs2")
+    assert str(alone.value) == said[0].removesuffix(": drawn without it")
+
+
+def test_runs_past_the_palette_are_named_as_sharing_a_colour(tmp_path):
+    palette = sns.color_palette("colorblind")
+    runs = [_run(tmp_path / f"r{i:02d}", steps=2) for i in range(len(palette) + 1)]
+    with pytest.warns(UserWarning) as caught:
+        loaded = load_runs(runs)
+    assert [str(w.message) for w in caught] == [
+        f"{len(runs)} runs overlaid: past the {len(palette)}th, each run's colour is an "
+        f"earlier run's ({loaded[-1][0]} and {loaded[0][0]} share one; only their markers and "
+        "the legend's order tell them apart); plot fewer runs at a time"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(runs[:-1])  # one colour each: nothing to say
