@@ -283,9 +283,13 @@ def _failed(what: str, error: RuntimeError) -> GradlabError:
     )
 
 
-def rank_zero_step(step: int, device: torch.device | None = None) -> int:
-    """Rank 0's step number, on every rank: one broadcast and one host read, at a Monitor's
-    first ``monitor.step()``.
+PLAN_STEPS = 62
+"""The steps from a Monitor's first one whose schedule the ranks compare (bits of an int64)."""
+
+
+def rank_zero_step(step: int, device: torch.device | None = None, plan: int = 0) -> int:
+    """Rank 0's step number, on every rank: one all-gather and one host read, at a Monitor's
+    first ``monitor.step()``; ranks that would log different steps are refused there.
 
     The ranks number their steps alike only if they start alike, and a rank that resumes
     (``resume=True``) reads its start from the run folder: one that reads it before rank 0
@@ -293,17 +297,23 @@ def rank_zero_step(step: int, device: torch.device | None = None) -> int:
     on a node that does not share the folder, starts elsewhere. Its schedule would then log
     other optimizer steps than rank 0's, and under ``DistributedDataParallel`` its collectives
     would meet the gradients' all-reduces: a hang. Every rank follows rank 0, which writes.
+    The same hang follows from Monitors whose schedules differ (``every=1`` on one rank,
+    ``every=2`` on another): each rank offers its ``plan``, and a rank at rank 0's step whose
+    plan differs from rank 0's makes every rank raise, at once.
 
     Args:
         step: this rank's step number.
-        device: where the number travels (the step's batch's device); None: this rank's
+        device: where the numbers travel (the step's batch's device); None: this rank's
             :func:`collective_device`.
+        plan: the steps this rank's Monitor logs among the :data:`PLAN_STEPS` from ``step``
+            on: bit ``k`` for step ``step + k``.
 
     Returns:
         Rank 0's; ``step`` itself without a process group.
 
     Raises:
-        GradlabError: the collective failed (it timed out, or a rank ended).
+        GradlabError: the collective failed (it timed out, or a rank ended), or the ranks'
+            plans differ.
 
     Example:
         >>> rank_zero_step(7)
@@ -312,12 +322,40 @@ def rank_zero_step(step: int, device: torch.device | None = None) -> int:
     if not is_distributed():
         return step
     device = collective_device() if device is None else device
-    number = torch.tensor([step], dtype=torch.int64, device=device)
+    mine = torch.tensor([step, plan], dtype=torch.int64, device=device)
+    table = [torch.empty_like(mine) for _ in range(torch.distributed.get_world_size())]
     try:
-        torch.distributed.broadcast(number, src=0)
+        torch.distributed.all_gather(table, mine)
     except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
         raise _failed(f"the ranks' agreement on their first step ({step} here)", error) from error
-    return int(number.item())  # once per Monitor
+    rows = torch.stack(table).tolist()  # once per Monitor
+    first, planned = rows[0]
+    differ = [rank for rank, (start, other) in enumerate(rows) if start == first
+              and other != planned]  # fmt: skip
+    if differ:
+        raise GradlabError(
+            f"gradlab.Monitor: the ranks' Monitors log different steps from step {first}: rank "
+            f"0 logs {_planned_steps(first, planned)}, rank {differ[0]} logs "
+            f"{_planned_steps(first, rows[differ[0]][1])}; under torch.distributed every rank's "
+            "Monitor must log the same steps (the same every=, preset and quantities' "
+            "schedules): each would wait at a step another does not log until the process "
+            "group times out"
+        )
+    return first
+
+
+def _planned_steps(first: int, plan: int, shown: int = 5) -> str:
+    """The first ``shown`` steps of a :func:`rank_zero_step` plan, in words.
+
+    Example:
+        >>> _planned_steps(10, 0b10101), _planned_steps(0, 0)
+        ('steps 10, 12, 14', 'no step')
+    """
+    steps = [first + k for k in range(PLAN_STEPS) if plan >> k & 1]
+    if not steps:
+        return "no step"
+    more = ", ..." if len(steps) > shown else ""
+    return "steps " + ", ".join(map(str, steps[:shown])) + more
 
 
 def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -> torch.Tensor:

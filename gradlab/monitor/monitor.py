@@ -46,6 +46,7 @@ from gradlab.monitor.adapters import (
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.monitor.distributed import (
+    PLAN_STEPS,
     StepAgreement,
     agree_on_step,
     gather_batch,
@@ -712,7 +713,9 @@ class Monitor:
     def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
         """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
         device when there is one); warn once on a rank that was elsewhere."""
-        agreed = rank_zero_step(step, batch.embeddings.device if batch is not None else None)
+        plan = sum(1 << k for k in range(PLAN_STEPS) if self._scheduled(step + k))
+        agreed = rank_zero_step(step, batch.embeddings.device if batch is not None else None,
+                                plan)  # fmt: skip
         if agreed != step:
             warnings.warn(
                 f"gradlab.Monitor: rank {torch.distributed.get_rank()} was at step {step} at its "

@@ -18,6 +18,7 @@ After the loop every rank calls ``monitor.close()``, then ``torch.distributed.ba
 a Monitor left waiting in a collective would hang there.
 """
 
+import datetime
 import json
 import os
 import time
@@ -179,3 +180,27 @@ def close_after_destroy_worker(rank: int, world: int, init_file: str, out_dir: s
         seen = [str(w.message) for w in caught]
     with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
         json.dump(seen, handle)
+
+
+def schedule_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Rank 0's Monitor logs every step, rank 1's every second one: each records the error of
+    its first ``monitor.step()`` (or None) in ``schedule_<rank>.json``."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    torch.manual_seed(0)
+    model = EmbeddingMLP(32, 8)
+    monitor = gradlab.Monitor(os.path.join(out_dir, "run"), preset="cheap",
+                              every=1 if rank == 0 else 2)  # fmt: skip
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    images, labels = rank_step_batch(rank, 0)
+    loss_fn(model(images), labels).backward()
+    error = None
+    try:
+        monitor.step()
+    except gradlab.GradlabError as raised:
+        error = str(raised)
+    with open(os.path.join(out_dir, f"schedule_{rank}.json"), "w") as handle:
+        json.dump({"error": error}, handle)
+    torch.distributed.destroy_process_group()

@@ -15,19 +15,37 @@ OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss,
 #                   checksum]
 
 
+START_LENGTH = 2  # [step, plan]: the exchange at a Monitor's first step
+
+
 class MirrorRank:
     """Rank 1 holds this rank's values under another checksum; ``offers(step, offer)`` may
-    change what it offers."""
+    change what it offers. At the first step's exchange (``[step, plan]``) this rank plays
+    rank 0 unless ``rank_zero_start(mine)`` gives rank 0's row (this rank then plays rank 1);
+    :attr:`starts` keeps what this rank offered there."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None,
+                 rank_zero_start=None) -> None:  # fmt: skip
         self.offers = offers or (lambda step, offer: offer)
-        self.gathers: list[str] = []  # "offer" or "rows", one per all_gather
+        self.rank_zero_start = rank_zero_start
+        self.starts: list[list[int]] = []
+        self.gathers: list[str] = []  # "start", "offer" or "rows", one per all_gather
         self.reduces = 0
         monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
         monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
         monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
 
     def all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, *a, **k) -> None:
+        if tensor.dtype == torch.int64 and tuple(tensor.shape) == (START_LENGTH,):
+            self.gathers.append("start")
+            self.starts.append(tensor.tolist())
+            if self.rank_zero_start is None:
+                out[0].copy_(tensor)
+                out[1].copy_(tensor)
+            else:
+                out[0].copy_(torch.tensor(self.rank_zero_start(tensor.tolist())))
+                out[1].copy_(tensor)
+            return
         is_offer = tensor.dtype == torch.int64 and tuple(tensor.shape) == (OFFER_LENGTH,)
         self.gathers.append("offer" if is_offer else "rows")
         out[0].copy_(tensor)

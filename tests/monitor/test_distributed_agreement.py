@@ -532,15 +532,15 @@ def test_rank_zeros_step_travels_on_the_given_device_else_the_collectives(
 ):
     sent = []
 
-    def broadcast(tensor, src, *args, **kwargs):
-        sent.append((tensor.device.type, src))
-        tensor.fill_(9)  # rank 0's number
+    def all_gather(out, tensor, *args, **kwargs):
+        sent.append(tensor.device.type)
+        out[0].copy_(torch.tensor([9, 1], device=tensor.device))  # rank 0's number and plan
 
-    monkeypatch.setattr(torch.distributed, "broadcast", broadcast)
+    monkeypatch.setattr(torch.distributed, "all_gather", all_gather)
     with pytest.raises(RuntimeError, match="meta"):  # a meta tensor has no value to read back
-        rank_zero_step(3, torch.device("meta"))
-    assert rank_zero_step(3) == 9
-    assert sent == [("meta", 0), ("cpu", 0)]  # the batch's device; gloo's CPU without one
+        rank_zero_step(3, torch.device("meta"), plan=1)
+    assert rank_zero_step(3, plan=1) == 9
+    assert sent == ["meta", "cpu"]  # the batch's device; gloo's CPU without one
 
 
 def test_without_a_process_group_a_step_is_its_own():

@@ -22,6 +22,7 @@ from tests.helpers.distributed_faults import (
     close_after_destroy_worker,
     fault_worker,
     restart_worker,
+    schedule_worker,
 )
 
 TIME_BOX_S = 60
@@ -176,3 +177,21 @@ def test_close_after_the_group_is_destroyed_writes_on_rank_0_only(tmp_path, mode
         "gradlab.Monitor: close() after the process group was destroyed: the last step (11), "
         "which the schedules skipped, is not logged")]  # fmt: skip
     assert json.loads((tmp_path / "warnings_1.json").read_text()) == []
+
+
+@pytest.mark.slow
+def test_ranks_whose_monitors_log_different_steps_are_refused_at_once(tmp_path):
+    """every=1 on rank 0, every=2 on rank 1: rank 0 would wait at step 1 for a rank that
+    never comes, until the process group timed out. Both ranks refuse at their first step,
+    well inside the time box, with the steps each would log."""
+    started = time.monotonic()
+    _spawn(schedule_worker, (str(tmp_path / "init"), str(tmp_path)), "different schedules")
+    errors = [json.loads((tmp_path / f"schedule_{rank}.json").read_text())["error"]
+              for rank in range(2)]  # fmt: skip
+    expected = ("gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 "
+                "logs steps 0, 1, 2, 3, 4, ..., rank 1 logs steps 0, 2, 4, 6, 8, ...; under "
+                "torch.distributed every rank's Monitor must log the same steps (the same "
+                "every=, preset and quantities' schedules): each would wait at a step another "
+                "does not log until the process group times out")
+    assert errors == [expected, expected]
+    assert time.monotonic() - started < 30  # the process group's own timeout: no wait for it

@@ -68,7 +68,7 @@ def test_ranks_that_agree_log_every_step_with_one_exchange_per_tensor(tmp_path, 
     assert (monitor.skipped_steps, monitor.out_of_step) == (0, None)
     # per logged step: the agreement, then embeddings, labels and their gradient, each once
     # (the agreed row counts are reused: no exchange of sizes); the loss averaged once
-    assert rank1.gathers == ["offer", "rows", "rows", "rows"] * 3
+    assert rank1.gathers == ["start", *["offer", "rows", "rows", "rows"] * 3]  # start: once
     assert rank1.reduces == 3
 
 
@@ -188,7 +188,8 @@ def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_
     _, _, losses, records, caught = _run(tmp_path, steps=3)
     assert [r["step"] for r in records] == [0, 1, 2]
     assert [r["loss"] for r in records] == pytest.approx(losses, rel=1e-12)
-    assert rank1.gathers == ["offer"] * 3  # no rows exchanged; the loss averaged once a step
+    assert rank1.gathers == ["start", *["offer"] * 3]  # no rows exchanged; the loss averaged
+    # once a step
     assert rank1.reduces == 3
     expected_norms = [float(_batch(step)[0].detach().norm(dim=1).mean()) for step in range(3)]
     assert [r["embedding_norm_mean"] for r in records] == pytest.approx(expected_norms)
@@ -244,12 +245,12 @@ def test_a_score_matrix_held_alike_is_no_gathered_batch_to_warn_about(tmp_path, 
 def test_a_rank_elsewhere_at_its_first_step_takes_rank_zero_s_and_is_told_where(
     tmp_path, one_rank_group, monkeypatch
 ):
-    # rank 0 (here: the broadcast's answer) is at step 7 while this rank starts at 0
+    # rank 0 (here: the first step's answer) is at step 7 while this rank starts at 0
     import gradlab.monitor.monitor as monitor_module
 
     devices = []
 
-    def rank_zero_at_seven(step, device=None):
+    def rank_zero_at_seven(step, device=None, plan=0):
         devices.append(device)
         return 7
 
@@ -265,7 +266,7 @@ def test_a_rank_elsewhere_at_its_first_step_takes_rank_zero_s_and_is_told_where(
         record = monitor.step()
         monitor.close()
     assert record["step"] == 7 and monitor.step_count == 8
-    assert devices == [embeddings.device]  # the broadcast on the batch's device
+    assert devices == [embeddings.device]  # the exchange on the batch's device
     told = [w for w in caught if w.category is RuntimeWarning]
     assert [str(w.message) for w in told] == [
         "gradlab.Monitor: rank 0 was at step 0 at its first monitor.step(), rank 0 at step 7: "
@@ -284,7 +285,11 @@ def test_an_agreement_that_times_out_says_every_rank_must_make_the_monitor(
     # and the process group's timeout is what the user would otherwise read
     timeout = RuntimeError("Timed out waiting 1800000ms for recv operation to complete")
 
-    def never_joined(*args, **kwargs):
+    rank1 = MirrorRank(monkeypatch)  # it joins the first step's exchange, then no other
+
+    def never_joined(out, tensor, *args, **kwargs):
+        if not rank1.gathers:
+            return rank1.all_gather(out, tensor)
         raise timeout
 
     monitor = gradlab.Monitor(tmp_path / "run", preset="cheap",
@@ -292,7 +297,6 @@ def test_an_agreement_that_times_out_says_every_rank_must_make_the_monitor(
     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
     embeddings, labels = _batch(0)
     loss_fn(embeddings, labels).backward()
-    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
     monkeypatch.setattr(torch.distributed, "all_gather", never_joined)
     with pytest.raises(gradlab.GradlabError) as raised:
         monitor.step()
@@ -333,21 +337,14 @@ def test_the_header_names_the_world_size_and_a_resumption_on_another_warns(
 def test_a_rank_numbers_its_steps_as_rank_0_from_its_first_step(tmp_path, one_rank_group,
                                                                  monkeypatch):  # fmt: skip
     # this process plays rank 1, which resumed at step 0 while rank 0 resumed at step 5
-    broadcasts = []
-
-    def from_rank_zero(tensor, src, *args, **kwargs):
-        broadcasts.append((tensor.tolist(), src))
-        tensor.fill_(5)
-
-    MirrorRank(monkeypatch)
-    monkeypatch.setattr(torch.distributed, "broadcast", from_rank_zero)
+    rank1 = MirrorRank(monkeypatch, rank_zero_start=lambda mine: [5, mine[1]])
     monkeypatch.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
     monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _train(monitor, steps=2)
         monitor.close()
-    assert broadcasts == [([0], 0)]  # once, at the first step, from rank 0
+    assert [step for step, _ in rank1.starts] == [0]  # once, at the first step
     assert monitor.step_count == 7
     told = _runtime_warnings(caught)
     assert len(told) == 1
@@ -371,7 +368,7 @@ def test_a_first_step_that_no_other_rank_joins_says_every_rank_must_make_the_mon
         raise timeout
 
     MirrorRank(monkeypatch)
-    monkeypatch.setattr(torch.distributed, "broadcast", never_joined)
+    monkeypatch.setattr(torch.distributed, "all_gather", never_joined)
     monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
     with pytest.raises(gradlab.GradlabError) as raised:
         _train(monitor, steps=1)
@@ -398,3 +395,19 @@ def test_a_monitor_that_never_stepped_agrees_on_no_last_step(tmp_path, one_rank_
     assert _runtime_warnings(caught) == []
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2]
+
+
+def test_a_rank_zero_that_logs_other_steps_is_refused_at_the_first_step(tmp_path, one_rank_group,
+                                                                         monkeypatch):  # fmt: skip
+    # this process plays rank 1 (every step); rank 0 logs every third step from step 0
+    every_third = sum(1 << k for k in range(0, 62, 3))
+    MirrorRank(monkeypatch, rank_zero_start=lambda mine: [mine[0], every_third])
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+    with pytest.raises(gradlab.GradlabError) as raised:
+        _train(monitor, steps=1)
+    assert str(raised.value) == (
+        "gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 logs "
+        "steps 0, 3, 6, 9, 12, ..., rank 1 logs steps 0, 1, 2, 3, 4, ...; under "
+        "torch.distributed every rank's Monitor must log the same steps (the same every=, "
+        "preset and quantities' schedules): each would wait at a step another does not log "
+        "until the process group times out")
