@@ -178,8 +178,11 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         chunk = int(getattr(self.loss, "chunk_size", 0) or 0)
         chunks = math.ceil(batch / min(chunk, batch)) if chunk > 0 else 1
         block = call // chunks
-        if world > 1 and getattr(self.loss, "dist_impl", None) == "gather" and block == 1 + rank:
-            return  # the "gather" exchange computes its own block again, with weight 0
+        # "gather" and "reduce" compute every rank's block after the local one, in rank order,
+        # this rank's own again with weight 0: a copy of block 0, not negatives
+        again = getattr(self.loss, "dist_impl", None) in ("gather", "reduce")
+        if world > 1 and again and block == 1 + rank:
+            return
         recorder("both", logits, (block, 0))
 
 

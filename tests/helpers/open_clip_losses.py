@@ -156,9 +156,10 @@ def features(world: int, size: int, dim: int = 8, seed: int = 0):
 
 
 def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
-                source: str = "stand-in") -> None:  # fmt: skip
+                source: str = "stand-in", dist_impl: str | None = None) -> None:  # fmt: skip
     """One rank of the distributed test: record the logits of ``source``'s loss (see
-    :func:`loss_classes`), save the captures."""
+    :func:`loss_classes`), save the captures. ``dist_impl``: open_clip's ``SigLipLoss``
+    exchange of the other ranks' texts (None: its default)."""
     from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
 
     clip_loss, siglip_loss = loss_classes(source)
@@ -171,7 +172,8 @@ def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
     image = images[local].clone().requires_grad_()
     text = texts[local].clone().requires_grad_()
     if kind == "siglip":
-        loss = siglip_loss(rank=rank, world_size=world)
+        options = {} if dist_impl is None else {"dist_impl": dist_impl}
+        loss = siglip_loss(rank=rank, world_size=world, **options)
         bias = torch.tensor(-2.0)
     else:
         loss = clip_loss(local_loss=True, gather_with_grad=True, rank=rank, world_size=world)

@@ -198,6 +198,30 @@ def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_
             assert not positives[:, size:].any()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("dist_impl", ["bidir", "shift", "gather", "reduce"])
+def test_siglip_across_two_processes_records_one_matrix_whatever_the_exchange(tmp_path,
+                                                                             dist_impl):
+    # "gather" and "reduce" compute the rank's own text block a second time, with weight 0:
+    # recorded, its positives came back as negatives in a [B, 3B] matrix
+    loss_classes("loss.py")  # skips here when open_clip is not installed
+    world, size = 2, 3
+    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), "siglip",
+                                "loss.py", dist_impl), nprocs=world, join=True)  # fmt: skip
+    images, texts = features(world, size)
+    for rank in range(world):
+        ((direction, scores, positives, grad),) = torch.load(tmp_path / f"rank{rank}.pt")
+        local = slice(rank * size, (rank + 1) * size)
+        other = slice((1 - rank) * size, (2 - rank) * size)
+        logits = logits64(images[local], torch.cat([texts[local], texts[other]]), 10.0, -2.0)
+        assert direction == "both" and scores.shape == (size, world * size)
+        close(scores, logits)
+        close(grad, sigmoid_grad(logits, size, size))
+        expected = torch.zeros(size, world * size, dtype=torch.bool)
+        expected[:, :size] = torch.eye(size, dtype=torch.bool)
+        assert torch.equal(positives, expected)
+
+
 def test_bad_arguments_are_refused():
     with pytest.raises(GradlabError, match="loss must be an open_clip ClipLoss"):
         RecordingClipLoss(torch.nn.Linear(2, 2))

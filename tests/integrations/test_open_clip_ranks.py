@@ -114,7 +114,8 @@ def test_a_global_loss_is_one_matrix_read_both_ways(attribute):
 
 class GivenRanksSigLipLoss(StandInSigLipLoss):
     """The SigLipLoss stand-in on rank ``rank``: the other ranks' texts are given; ``dist_impl``
-    ``"gather"`` computes every block again, its own with weight 0, as open_clip 3.3 does;
+    ``"gather"`` or ``"reduce"`` computes every block again, its own with weight 0, as open_clip
+    3.3 does;
     ``chunk_size`` splits every block's rows into chunks (one ``get_logits`` call each; None:
     a loss without the attribute, one call per block)."""
 
@@ -142,7 +143,7 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
         loss = self._loss(image_features, text_features, logit_scale, logit_bias, False)
         texts = list(self.all_texts.chunk(self.world_size))
         texts[self.rank] = text_features
-        if getattr(self, "dist_impl", None) == "gather":
+        if getattr(self, "dist_impl", None) in ("gather", "reduce"):
             for index in range(self.world_size):
                 loss = loss + float(index != self.rank) * self._loss(
                     image_features, texts[index], logit_scale, logit_bias, True)
@@ -153,7 +154,7 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
         return {"contrastive_loss": loss} if output_dict else loss
 
 
-@pytest.mark.parametrize("dist_impl", ["gather", "shift", None])
+@pytest.mark.parametrize("dist_impl", ["gather", "reduce", "shift", None])
 @pytest.mark.parametrize("chunk_size", [None, 0, 1, 2, 5])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_siglip_blocks_of_other_ranks_join_the_local_block_once(rank, chunk_size, dist_impl):
