@@ -623,7 +623,9 @@ def compare_gradients(
             (``F.dropout``, noise: one forward of two rows on a copy tells).
             After the reference's run, before the candidate's: a reference whose every
             recorded gradient is exactly zero (nothing to compare, see :func:`compare`), or
-            one with NaN or infinite values.
+            one with NaN or infinite values. During the candidate's run: what it refuses
+            (a step that returns no single loss), in one process or, with ``world_size > 1``,
+            in the first of its processes to raise (:func:`run_distributed`).
 
     Example:
         >>> import gradlab

@@ -340,7 +340,9 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
         try:
             results = [_execute(step, job["model"], job["batch"], rank, world,
                                 job["random_state"]) for step in job["steps"]]  # fmt: skip
-        except BaseException:
+        except BaseException as error:
+            if isinstance(error, GradlabError):  # a refusal: the parent raises it again
+                _save_refusal(Path(folder, f"refusal-{rank}.pickle"), error)
             with open(os.path.join(folder, f"error-{rank}.txt"), "w") as handle:
                 handle.write(f"{time.time()!r}\n{traceback.format_exc()}")
             raise
@@ -353,16 +355,40 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
         torch.distributed.destroy_process_group()
 
 
-def _first_error(folder: str) -> str | None:
-    """The traceback of the process that raised first (the others usually fail after it, in a
-    collective it left), and the last line of each other one."""
+def _save_refusal(path: Path, error: GradlabError) -> None:
+    """Keep a process's :class:`GradlabError` for the parent (left out if it cannot be
+    pickled: the parent then reports its traceback)."""
+    try:
+        path.write_bytes(pickle.dumps(error.with_traceback(None)))
+    except (pickle.PicklingError, AttributeError, TypeError):
+        pass
+
+
+def _errors(folder: str) -> list[tuple[float, int, str]]:
+    """``(time, rank, traceback)`` of each process that raised, the first first."""
     errors = []
     for path in Path(folder).glob("error-*.txt"):
         stamp, _, text = path.read_text().partition("\n")
         errors.append((float(stamp), int(path.stem.removeprefix("error-")), text.rstrip()))
+    return sorted(errors)
+
+
+def _first_refusal(folder: str) -> GradlabError | None:
+    """The :class:`GradlabError` of the process that raised first (a refusal that names the
+    argument, raised again as it is), or None when that process raised anything else."""
+    errors = _errors(folder)
+    path = Path(folder, f"refusal-{errors[0][1]}.pickle") if errors else None
+    if path is None or not path.is_file():
+        return None
+    return pickle.loads(path.read_bytes())
+
+
+def _first_error(folder: str) -> str | None:
+    """The traceback of the process that raised first (the others usually fail after it, in a
+    collective it left), and the last line of each other one."""
+    errors = _errors(folder)
     if not errors:
         return None
-    errors.sort()
     _, rank, text = errors[0]
     others = "".join(f"\nthen rank {r}: {t.splitlines()[-1]}" for _, r, t in errors[1:])
     return f"rank {rank} of the distributed run raised first:\n{text}{others}"
@@ -393,11 +419,13 @@ def run_distributed(
     Raises:
         GradlabError: ``world_size`` does not divide the batch, ``timeout`` is not positive,
             a step cannot be pickled, or any refusal of :func:`run_step`; before any process
-            starts.
+            starts. Or the process that raised first raised a :class:`GradlabError` (a step
+            that returns no single loss): the same error, raised again here.
         TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
-        RuntimeError: a process raised: the message holds the traceback of the first one
-            and the exception line of each other one that raised within
-            :data:`FAILURE_GRACE_S` seconds after it (the others are then stopped).
+        RuntimeError: a process raised another exception (a step's own): the message holds
+            the traceback of the first one and the exception line of each other one that
+            raised within :data:`FAILURE_GRACE_S` seconds after it (the others are then
+            stopped).
 
     Example:
         A script that starts the processes needs the ``__main__`` guard (spawn re-imports it)::
@@ -446,6 +474,9 @@ def run_distributed(
                         "process waits in a collective that another never joins?)"
                     )
         except mp.ProcessRaisedException as error:
+            refusal = _first_refusal(folder)
+            if refusal is not None:  # gradlab's one line, as run_step raises it
+                raise refusal from None
             raise RuntimeError(_first_error(folder) or f"a process raised:\n{error}") from None
         except mp.ProcessExitedException as error:
             raise RuntimeError(f"a process of the distributed run died: {error}") from None

@@ -27,6 +27,7 @@ from gradlab.equivalence.runner import (
     run_step,
 )
 from gradlab.errors import GradlabError
+from tests.helpers.equivalence_workers import ReturnsVector
 
 TEMPERATURE = 0.5
 TIGHT = 1e-13
@@ -417,6 +418,20 @@ def test_two_processes_average_their_shards_in_spawned_processes(monkeypatch):
     assert _close(grads.scores, block / 2)
     assert _close(grads.score_values, torch.block_diag(*(h.score_values for h in halves)))
     assert torch.equal(grads.scored, torch.block_diag(*(torch.ones(4, 4),) * 2).bool())
+
+
+@pytest.mark.slow
+def test_gradlab_s_refusal_in_the_processes_is_raised_as_in_one_process():
+    # In two processes it was a RuntimeError "rank 0 of the distributed run raised first:"
+    # followed by the worker's traceback
+    model, batch = synthetic_problem(batch_size=4)
+    for world_size in (1, 2):
+        with pytest.raises(GradlabError) as caught:
+            compare_gradients(FullBatch(infonce), ReturnsVector(), model, batch,
+                              world_size=world_size)  # fmt: skip
+        assert type(caught.value) is GradlabError
+        assert str(caught.value) == ("step ReturnsVector must return its loss (a number or a "
+                                     "0-d tensor) or None; got a tensor of shape [3]")
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ pieces of :mod:`gradlab.equivalence`:
   gathered with ``gather_rows``' default (with gradient), as a user who trusts it writes;
 * :class:`SleepingStep`, :class:`RaisingStep` and :class:`ExitingStep`: one process never
   reaches the collectives, raises, or dies without raising, for the time box;
+  :class:`ReturnsVector`: a step that returns one loss per row (gradlab refuses it in every
+  process);
   :class:`RaisingEverywhereStep` and :class:`RaisingLateStep`: every process raises, at once
   or one after the others, for the report of several failures.
 """
@@ -167,3 +169,15 @@ class ExitingStep:
         loss = model(batch.query_inputs).sum()
         loss.backward()
         return loss.detach()
+
+
+@dataclass
+class ReturnsVector:
+    """Backward on the sum of the query embeddings, then a loss of ``rows`` values returned
+    (one per row, not the step's one loss)."""
+
+    rows: int = 3
+
+    def __call__(self, model, batch, probe):
+        model(batch.query_inputs).sum().backward()
+        return torch.ones(self.rows)
