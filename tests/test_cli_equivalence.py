@@ -73,6 +73,19 @@ def test_json_is_the_result(tmp_path, capsys):
     assert record["quantities"]["dL/dscores"]["unscored"] == 16 * 16 - 2 * 8 * 8
 
 
+def test_json_of_a_quantity_the_steps_did_not_both_record_has_no_verdict(tmp_path, capsys):
+    # CachedMNRL records dL/dtheta only: the others were "agrees": true beside "skipped"
+    pytest.importorskip("sentence_transformers")
+    target = tmp_path / "result.json"
+    _, out, _ = _run(["cached-mnrl", "--json", str(target)], capsys)
+    quantities = json.loads(target.read_text())["quantities"]
+    for name in ("dL/dqueries", "dL/dcandidates", "dL/dscores", "scores"):
+        assert f"{name:<16}{'-':>11}{'-':>11}{'-':>9}  skipped  not recorded by both steps" in out
+        assert quantities[name]["recorded"] is False
+        assert (quantities[name]["agrees"], quantities[name]["scaled_agrees"]) == (None, None)
+    assert quantities["dL/dtheta"]["recorded"] is True
+
+
 def test_a_json_under_tilde_is_written_in_the_home_folder(tmp_path, capsys, monkeypatch):
     home, work = home_and_work(tmp_path, monkeypatch)
     status, _, err = _run(["accumulation", "--micro-batches", "2", "--json=~/result.json"], capsys)

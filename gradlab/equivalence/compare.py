@@ -78,17 +78,18 @@ class QuantityComparison:
 
     Attributes:
         name: one of :data:`QUANTITIES`.
-        recorded: both steps recorded it (else the other fields are empty).
+        recorded: both steps recorded it (else the other fields are empty: ``agrees`` and
+            ``scaled_agrees`` None, no verdict).
         max_abs: ``max |candidate - reference|``.
         reference_max: ``max |reference|``.
         relative: ``max_abs / reference_max`` (0 when both are 0, inf when only the
             reference is).
         threshold: ``atol + rtol * reference_max``.
-        agrees: ``max_abs <= threshold``.
+        agrees: ``max_abs <= threshold`` (None when not recorded).
         scale: the least-squares factor ``<candidate, reference> / <reference, reference>``
             (NaN when the reference is zero).
         scaled_agrees: ``candidate`` agrees with ``scale x reference``: the two differ by a
-            factor only.
+            factor only (None when not recorded).
         parameters: ``dL/dtheta``: the parameters that differ.
         rows: the rows (items, queries) that differ beyond the threshold.
         columns: ``dL/dscores`` and ``scores``: the batch's candidate columns that differ.
@@ -110,9 +111,9 @@ class QuantityComparison:
     reference_max: float = 0.0
     relative: float = 0.0
     threshold: float = 0.0
-    agrees: bool = True
+    agrees: bool | None = True
     scale: float = math.nan
-    scaled_agrees: bool = True
+    scaled_agrees: bool | None = True
     parameters: list[str] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
     columns: list[int] = field(default_factory=list)
@@ -122,6 +123,10 @@ class QuantityComparison:
     unscored: int = 0
     negatives_with_gradient: dict = field(default_factory=dict)
     no_gradient: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.recorded:  # nothing compared: no verdict (null in to_dict's JSON)
+            self.agrees = self.scaled_agrees = None
 
     def where(self) -> str:
         """Where the candidate differs, in words (empty when it agrees)."""

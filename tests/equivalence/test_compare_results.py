@@ -192,6 +192,30 @@ def test_to_dict_holds_every_field_with_nan_and_inf_as_strings():
     }  # fmt: skip
 
 
+def test_a_quantity_not_recorded_by_both_steps_has_no_verdict_in_the_dict():
+    # it was written "agrees": true, "scaled_agrees": true, where the table says "skipped"
+    queries = torch.ones(3, 1, dtype=torch.float64)
+    result = compare(_gradients(queries), _gradients(), _batch(3), atol=0.5, rtol=0)
+    empty = {"recorded": False, "max_abs": 0.0, "reference_max": 0.0, "relative": 0.0,
+             "threshold": 0.0, "agrees": None, "scale": "nan", "scaled_agrees": None,
+             "parameters": [], "rows": [], "columns": [], "memory_slots": [], "ranks": [],
+             "worst": {}, "unscored": 0, "negatives_with_gradient": {}, "no_gradient": False}
+    record = result.to_dict()
+    for name in ("dL/dqueries", "dL/dcandidates", "dL/dscores", "scores"):
+        assert record["quantities"][name] == {"name": name, **empty}, name
+        assert (result[name].agrees, result[name].scaled_agrees) == (None, None)
+    assert record["quantities"]["dL/dtheta"]["agrees"] is True
+    assert (record["equivalent"], record["differing"]) == (True, [])
+    assert str(result).split("\n")[5:11] == [
+        "dL/dtheta          0.00e+00   0.00e+00        1  agrees",
+        "dL/dqueries               -          -        -  skipped  not recorded by both steps",
+        "dL/dcandidates            -          -        -  skipped  not recorded by both steps",
+        "dL/dscores                -          -        -  skipped  not recorded by both steps",
+        "scores                    -          -        -  skipped  not recorded by both steps",
+        "",
+    ]
+
+
 def test_a_quantity_is_looked_up_by_its_name():
     result = _differing_result()
     assert result["dL/dscores"] is result.quantities[3]
