@@ -84,6 +84,14 @@ _PRESET_CLASSES = frozenset(cls for classes in PRESETS.values() for cls in class
 """gradlab's quantity classes that a preset holds."""
 
 
+def _read_once(agreement: StepAgreement | None, batch: BatchView) -> bool:
+    """Whether the ranks agreed that every rank holds ``batch`` alike, a batch of rows that
+    is then read once rather than gathered (a score matrix, or queries against candidates,
+    is never gathered anyway)."""
+    return (agreement is not None and agreement.same
+            and not (batch.on_scores or batch.candidates is not None))  # fmt: skip
+
+
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
     the quantity as configured can read of that loss), or None."""
@@ -912,9 +920,7 @@ class Monitor:
                     stacklevel=stacklevel,
                 )
             return None
-        if agreement.same and not self._same_warned and not (
-            batch.on_scores or batch.candidates is not None  # never gathered anyway
-        ):
+        if _read_once(agreement, batch) and not self._same_warned:
             self._same_warned = True
             warnings.warn(
                 f"gradlab.Monitor: at step {step} every rank holds the same batch "
@@ -964,6 +970,7 @@ class Monitor:
         if batch.scaled_by_zero:
             self._warn_scaled_by_zero(step, due)
         batch.zero_unreached_score_grads()  # a matrix the loss did not use: dL/dS = 0
+        read_once = _read_once(agreement, batch)  # the run's header says so (first step)
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,
                                  same=agreement is not None and agreement.same)  # fmt: skip
@@ -1010,7 +1017,7 @@ class Monitor:
                 self._said.add(quantity.name)
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
-        self._open(batch.embeddings.device, first_step=self._first_step)
+        self._open(batch.embeddings.device, first_step=self._first_step, read_once=read_once)
         self.folder.write(record)
         return record
 
@@ -1128,7 +1135,10 @@ class Monitor:
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )
 
-    def _open(self, device: torch.device | None, first_step: int | None = None) -> None:
+    def _open(self, device: torch.device | None, first_step: int | None = None,
+              read_once: bool = False) -> None:  # fmt: skip
+        """Write the run's header (once); ``read_once``: the first logged step's batch was
+        every rank's alike, read once rather than gathered."""
         if self._opened:
             return
         self._closed = True  # a refused Monitor writes nothing, not even at close()
@@ -1143,7 +1153,7 @@ class Monitor:
             run["inputs"] = sorted({adapter.inputs for adapter in self._adapters})
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
-                                  "gathered": self._gathers()}  # fmt: skip
+                                  "gathered": self._gathers() and not read_once}  # fmt: skip
         self._warn_if_resumed_otherwise(run, first_step)
         try:
             self.folder.open(run, device, first_step)

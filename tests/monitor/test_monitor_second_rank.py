@@ -204,6 +204,18 @@ def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_
     ]
 
 
+def test_the_header_of_a_batch_every_rank_holds_alike_says_it_was_not_gathered(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # the Monitor reads that batch once (it warns so), but the header said "gathered": true
+    MirrorRank(monkeypatch, lambda step, offer: [*offer[:-1], offer[-1] - 1])
+    _run(tmp_path, steps=2)
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]
+    assert [header.get("distributed") for header in headers] == [
+        {"world_size": 2, "gathered": False}]  # fmt: skip
+
+
 def test_the_last_step_logged_at_close_reads_a_batch_held_alike_once(tmp_path, one_rank_group,
                                                                      monkeypatch):  # fmt: skip
     # as at a scheduled step: the agreement at close says the batch is every rank's, so it is
