@@ -27,7 +27,7 @@ from gradlab.monitor.schedules import (
     every,
     refuse_schedule_maker,
 )
-from gradlab.monitor.sinks import SINKS, Sink
+from gradlab.monitor.sinks import SINKS, Sink, destinations
 from gradlab.monitor.suspects import Suspects
 from gradlab.validation import check_positive_finite
 
@@ -381,4 +381,19 @@ def _sinks(sinks: object) -> tuple[str | Sink, ...]:
         raise GradlabError(
             f"sinks must name each sink once; got {repeated!r} more than once in {list(sinks)!r}"
         )
+    first: dict[str, int] = {}  # a sink given by name and as an object: the same file too
+    for index, value in enumerate(sinks):
+        for place in destinations(value):
+            other = first.setdefault(place, index)
+            if other != index:
+                raise GradlabError(
+                    f"sinks must write each record once; got sinks[{other}] "
+                    f"({_sink_entry(sinks[other])}) and sinks[{index}] ({_sink_entry(value)}), "
+                    f"which both write {place}; keep one of them"
+                )
     return tuple(sinks)
+
+
+def _sink_entry(value: str | Sink) -> str:
+    """An entry of ``sinks`` as a message names it: a name as written, a sink by its class."""
+    return repr(value) if isinstance(value, str) else f"a {type(value).__name__}"

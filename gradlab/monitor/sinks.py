@@ -603,6 +603,10 @@ def _tfrecord(event) -> bytes:
     return buffer.getvalue()
 
 
+_PREFIX = "gradlab/"
+"""The key prefix of the W&B and MLflow sinks by default."""
+
+
 class WandbSink(Sink):
     """Weights & Biases: log into the active run (``wandb.run``) or start one.
 
@@ -629,7 +633,7 @@ class WandbSink(Sink):
         ('diagnostics/', {'project': 'retrieval', 'mode': 'offline'})
     """
 
-    def __init__(self, prefix: str = "gradlab/", **init_kwargs) -> None:
+    def __init__(self, prefix: str = _PREFIX, **init_kwargs) -> None:
         require_extra("wandb", "wandb", "wandb")
         if not isinstance(prefix, str):
             raise GradlabError(f"prefix must be a string; got {prefix!r}")
@@ -699,7 +703,7 @@ class MLflowSink(Sink):
 
     def __init__(
         self,
-        prefix: str = "gradlab/",
+        prefix: str = _PREFIX,
         tracking_uri: str | None = None,
         experiment: str | None = None,
         run_name: str | None = None,
@@ -771,6 +775,42 @@ SINKS = {
     "mlflow": MLflowSink,
 }
 """Sink classes by name (``Monitor(sinks=["jsonl", "csv"])``)."""
+
+
+def destinations(sink: Sink | str) -> tuple[str, ...]:
+    """Where ``sink`` writes its records, as the Monitor compares its sinks: two sinks that
+    share a destination would write every record twice, and are refused. A name of
+    :data:`SINKS` stands for the sink it makes, with its defaults.
+
+    Two sinks are of the same kind when they write to the same place, however they are given
+    (a name or an object): file sinks that write one file of ``log_dir`` (their
+    :attr:`~Sink.patterns`: two JSONL sinks of one file name append to one ``metrics.jsonl``,
+    while ``JSONLSink("train.jsonl")`` beside ``"jsonl"`` writes a file of its own); any two
+    TensorBoard sinks (each writes an event file of its own, and TensorBoard shows the event
+    files of a folder as one run, each step twice); W&B or MLflow sinks with one key prefix,
+    whatever their other options: both log into the tracker's one active run (a second sink
+    finds the run the first started), under the same keys. A sink of your own that declares no
+    ``patterns`` shares no destination.
+
+    Example:
+        >>> destinations("jsonl") == destinations(JSONLSink()), destinations(JSONLSink("a.jsonl"))
+        (True, ("'a.jsonl' in log_dir",))
+    """
+    if isinstance(sink, str):
+        cls = SINKS[sink]
+        if cls in (JSONLSink, CSVSink):  # needs no extra: made as the name makes it
+            return destinations(cls())
+        return _destinations(cls, cls.patterns, _PREFIX)
+    return _destinations(type(sink), sink.patterns, getattr(sink, "prefix", None))
+
+
+def _destinations(cls: type, patterns: tuple[str, ...], prefix: str | None) -> tuple[str, ...]:
+    if issubclass(cls, TensorBoardSink):
+        return ("TensorBoard event files into log_dir (TensorBoard shows them as one run)",)
+    if issubclass(cls, (WandbSink, MLflowSink)):
+        tracker = "W&B" if issubclass(cls, WandbSink) else "MLflow"
+        return (f"the {prefix + '*'!r} keys of the active {tracker} run",)
+    return tuple(f"{pattern!r} in log_dir" for pattern in patterns)
 
 
 def _is_step(value: object) -> bool:

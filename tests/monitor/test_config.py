@@ -7,7 +7,18 @@ import dataclasses
 import pytest
 
 from gradlab import GradlabError
-from gradlab.monitor import PRESETS, Loss, Monitor, MonitorConfig, every, read_jsonl
+from gradlab.monitor import (
+    PRESETS,
+    SINKS,
+    CSVSink,
+    JSONLSink,
+    Loss,
+    Monitor,
+    MonitorConfig,
+    WandbSink,
+    every,
+    read_jsonl,
+)
 from tests.helpers.monitor_options import BAD_OPTIONS
 from tests.helpers.training import train
 
@@ -108,3 +119,64 @@ def test_no_preset_means_the_default_one_or_none_beside_explicit_quantities(tmp_
         train(own, steps=1)
     headers = [read_jsonl(tmp_path / run / "metrics.jsonl")[0][0] for run in ("a", "b")]
     assert [header["config"]["preset"] for header in headers] == ["default", None]
+
+
+ONCE = "sinks must write each record once; got "
+"""The start of the refusal of two sinks that write to one place."""
+
+EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
+"""The package each sink name needs."""
+
+
+@pytest.mark.parametrize("name", sorted(SINKS))
+def test_a_sink_object_beside_its_own_name_is_refused_naming_both(tmp_path, name):
+    # each would write every record (twice the header in metrics.jsonl, two event files)
+    if name in EXTRAS:
+        pytest.importorskip(EXTRAS[name])
+    place = {
+        "jsonl": "'metrics.jsonl' in log_dir",
+        "csv": "'metrics.csv' in log_dir",
+        "tensorboard": "TensorBoard event files into log_dir (TensorBoard shows them as one run)",
+        "wandb": "the 'gradlab/*' keys of the active W&B run",
+        "mlflow": "the 'gradlab/*' keys of the active MLflow run",
+    }[name]
+    sink = SINKS[name]()
+    cls = type(sink).__name__
+    with pytest.raises(GradlabError) as caught:
+        Monitor(tmp_path / "run", sinks=[sink, name])
+    assert str(caught.value) == (f"{ONCE}sinks[0] (a {cls}) and sinks[1] ({name!r}), which both "
+                                 f"write {place}; keep one of them")  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        MonitorConfig(sinks=["jsonl" if name != "jsonl" else "csv", name, SINKS[name]()])
+    assert str(caught.value) == (f"{ONCE}sinks[1] ({name!r}) and sinks[2] (a {cls}), which both "
+                                 f"write {place}; keep one of them")  # fmt: skip
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_two_sink_objects_of_one_file_are_refused_and_of_two_files_log_each(tmp_path):
+    with pytest.raises(GradlabError) as caught:
+        Monitor(tmp_path / "run", sinks=[JSONLSink(), CSVSink(), JSONLSink("metrics.jsonl")])
+    assert str(caught.value) == (f"{ONCE}sinks[0] (a JSONLSink) and sinks[2] (a JSONLSink), "
+                                 "which both write 'metrics.jsonl' in log_dir; keep one of them")
+    with pytest.raises(GradlabError) as caught:
+        Monitor(tmp_path / "run", sinks=[CSVSink("log.txt"), JSONLSink("log.txt")])
+    assert str(caught.value) == (f"{ONCE}sinks[0] (a CSVSink) and sinks[1] (a JSONLSink), "
+                                 "which both write 'log.txt' in log_dir; keep one of them")
+    with Monitor(tmp_path / "run", preset="cheap", every=1,
+                 sinks=["jsonl", JSONLSink("copy.jsonl")]) as monitor:  # fmt: skip
+        train(monitor, steps=2)
+    for name in ("metrics.jsonl", "copy.jsonl"):
+        headers, records = read_jsonl(tmp_path / "run" / name)
+        assert len(headers) == 1 and [record["step"] for record in records] == [0, 1]
+
+
+def test_tracker_sinks_with_other_prefixes_are_taken_and_with_one_refused():
+    pytest.importorskip("wandb")
+    # other options do not matter: the second sink logs into the run the first started
+    with pytest.raises(GradlabError) as caught:
+        MonitorConfig(sinks=[WandbSink(project="a"), WandbSink(project="b")])
+    assert str(caught.value) == (f"{ONCE}sinks[0] (a WandbSink) and sinks[1] (a WandbSink), "
+                                 "which both write the 'gradlab/*' keys of the active W&B run; "
+                                 "keep one of them")  # fmt: skip
+    options = MonitorConfig(sinks=["wandb", WandbSink(prefix="probe/")])
+    assert [type(sink).__name__ for sink in options.make_sinks()] == ["WandbSink", "WandbSink"]
