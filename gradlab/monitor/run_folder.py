@@ -45,6 +45,7 @@ from gradlab.monitor.sinks import (
     CSVSink,
     JSONLSink,
     Sink,
+    gradlab_event_files,
     last_jsonl_header,
     records_text,
 )
@@ -118,9 +119,11 @@ class RunFolder:
 
     def _existing(self) -> list[Path]:
         """The run files in the folder: this Monitor's sinks' and any sink's default files (a
-        run written with other sinks is still a run: replaced whole, never merged)."""
+        run written with other sinks is still a run: replaced whole, never merged); the event
+        files of gradlab's TensorBoard sink, not those of another writer."""
         found = {path for sink in self.sinks for path in sink.existing(self.path)}
-        found.update(path for pattern in RUN_FILES for path in self.path.glob(pattern))
+        found.update(path for name in RUN_FILES for path in self.path.glob(name))
+        found.update(gradlab_event_files(self.path))
         return sorted(found)
 
     def _sizes(self) -> dict[str, int]:

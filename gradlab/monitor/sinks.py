@@ -528,6 +528,12 @@ class CSVSink(Sink):
             handle.close()
 
 
+EVENT_SUFFIX = ".gradlab"
+"""The end of the name of every event file the TensorBoard sink writes, which tells them apart
+from the event files of other writers in the same folder (TensorBoard reads every file whose
+name holds ``tfevents``)."""
+
+
 class TensorBoardSink(Sink):
     """TensorBoard event files in the log folder (the ``tensorboard`` extra).
 
@@ -538,17 +544,26 @@ class TensorBoardSink(Sink):
     file once the file system recovers; an event file whose ``open`` fails is removed, so a
     folder retried at every step while the disk is full gains no empty files.
 
+    Its event files end with :data:`EVENT_SUFFIX` (``events.out.tfevents.<time>.<host>.<pid>.<n>
+    .gradlab``): only they, and those an earlier gradlab wrote without it
+    (:func:`gradlab_event_files`), are a run's files; the event files of another writer in the
+    folder (a ``SummaryWriter`` of yours) are never listed, resumed or removed.
+
     Example:
         >>> TensorBoardSink().patterns  # the files a previous run left in the log folder
-        ('events.out.tfevents.*',)
+        ('events.out.tfevents.*.gradlab',)
     """
 
-    patterns = ("events.out.tfevents.*",)
+    patterns = (f"events.out.tfevents.*{EVENT_SUFFIX}",)
 
     def __init__(self) -> None:
         require_extra("tensorboard", "tensorboard", "tensorboard")
         self.handle = None
         self.path: Path | None = None
+
+    def existing(self, log_dir: Path) -> list[Path]:
+        """The event files of ``log_dir`` that gradlab wrote (:func:`gradlab_event_files`)."""
+        return gradlab_event_files(log_dir)
 
     def open(self, log_dir: Path, header: dict) -> None:
         from tensorboard.compat.proto.event_pb2 import Event
@@ -583,15 +598,62 @@ class TensorBoardSink(Sink):
 
 
 def _new_event_file(log_dir: Path):
-    """A new event file of ``log_dir``, named as TensorBoard's writer names one, and its handle
-    (:func:`_open_append`); created exclusively, so no other writer's file is appended to."""
+    """A new event file of ``log_dir``, named as TensorBoard's writer names one with the
+    ``filename_suffix`` :data:`EVENT_SUFFIX`, and its handle (:func:`_open_append`); created
+    exclusively, so no other writer's file is appended to."""
     for uid in itertools.count():
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-                f"{os.getpid()}.{uid}")  # fmt: skip
+                f"{os.getpid()}.{uid}{EVENT_SUFFIX}")  # fmt: skip
         with contextlib.suppress(FileExistsError):
             open(log_dir / name, "xb").close()
             return log_dir / name, _open_append(log_dir / name)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def gradlab_event_files(log_dir: Path) -> list[Path]:
+    """The event files of ``log_dir`` that gradlab's TensorBoard sink wrote: those whose name
+    ends with :data:`EVENT_SUFFIX`, and those of a gradlab that named them without it, told
+    from another writer's by the run header they hold as their second event (the
+    ``gradlab/header`` text), so that a run logged before stays a run: refused, resumed or
+    replaced whole. The event files of other writers (a ``SummaryWriter`` of yours, a trainer's
+    logger) are left out.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("events.out.tfevents.1.a.7.0.gradlab", "events.out.tfevents.1.a.8.0"):
+        ...     _ = (folder / name).write_bytes(b"")
+        >>> [path.name for path in gradlab_event_files(folder)]  # the other is no header's
+        ['events.out.tfevents.1.a.7.0.gradlab']
+    """
+    if not log_dir.is_dir():
+        return []
+    return sorted(path for path in log_dir.glob("events.out.tfevents.*") if path.is_file()
+                  and (path.name.endswith(EVENT_SUFFIX) or _holds_run_header(path)))  # fmt: skip
+
+
+_HEADER_TAG = b"gradlab/header/text_summary"
+"""The tag of the run header's event (the text summary ``gradlab/header``), as its bytes."""
+
+
+def _holds_run_header(path: Path) -> bool:
+    """Whether the second record of the event file ``path`` is gradlab's run header: the
+    sink's first two events (the file version, then the header); the tag is near the start
+    of the record, so only its first bytes are read."""
+    try:
+        with path.open("rb") as handle:
+            data = b""
+            for _ in range(2):
+                frame = handle.read(12)  # the record's length (8 bytes) and its checksum
+                if len(frame) < 12:
+                    return False
+                length = int.from_bytes(frame[:8], "little")
+                data = handle.read(min(length, 256))
+                handle.seek(length - len(data) + 4, 1)  # the rest, and the data's checksum
+            return _HEADER_TAG in data
+    except OSError:
+        return False
 
 
 def _tfrecord(event) -> bytes:
@@ -763,9 +825,10 @@ class MLflowSink(Sink):
         self.run_id = None
 
 
-RUN_FILES = ("metrics.jsonl", "metrics.csv", *TensorBoardSink.patterns)
-"""Glob patterns of the files the sinks write into a log folder by default: a folder holding
-any of them holds a run, whichever sinks the next Monitor there uses."""
+RUN_FILES = ("metrics.jsonl", "metrics.csv")
+"""Names of the files the sinks write into a log folder by default: a folder holding any of
+them, or an event file of gradlab's (:func:`gradlab_event_files`), holds a run, whichever sinks
+the next Monitor there uses."""
 
 SINKS = {
     "jsonl": JSONLSink,

@@ -13,6 +13,7 @@ import torch
 import gradlab
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import EmbeddingGradNorm, default_schedule, every, read_jsonl
+from tests.helpers.event_files import write_users_event_file
 from tests.helpers.training import train
 
 
@@ -234,6 +235,72 @@ def test_other_files_in_the_folder_are_not_a_run(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
         train(monitor, steps=1)
     assert _steps(tmp_path) == [0] and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("options", [{}, {"overwrite": True}, {"resume": True}])
+def test_an_event_file_of_another_writer_is_no_run_and_stays_as_it_was(tmp_path, options):
+    # overwrite=True removed a SummaryWriter's file of the user's at the first record; without
+    # it the folder was refused as a run, and resume=True listed it as a resumed file
+    pytest.importorskip("tensorboard")
+    users = write_users_event_file(tmp_path)
+    written = users.read_bytes()
+    with Monitor(tmp_path, preset="cheap", every=1, **options) as monitor:
+        train(monitor, steps=2)
+    (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1]
+    assert "overwrote" not in header and "resumed" not in header
+    assert users.read_bytes() == written
+
+
+def test_overwrite_removes_gradlabs_event_files_and_keeps_another_writers(tmp_path):
+    pytest.importorskip("tensorboard")
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "tensorboard"]) as monitor:
+        train(monitor, steps=2)
+    (gradlabs,) = tmp_path.glob("events.out.tfevents.*")
+    users = write_users_event_file(tmp_path)
+    with pytest.raises(GradlabError) as caught:
+        Monitor(tmp_path, preset="cheap")
+    assert str(caught.value) == (
+        f"log_dir {str(tmp_path)!r} already holds a run ({gradlabs.name}, metrics.jsonl); pass "
+        "resume=True to continue it, overwrite=True to replace it, or choose a new log_dir")
+    with Monitor(tmp_path, preset="cheap", every=1, overwrite=True) as monitor:
+        train(monitor, steps=1)
+    (header,), _ = read_jsonl(tmp_path / "metrics.jsonl")
+    assert header["overwrote"] == [gradlabs.name, "metrics.jsonl"]
+    assert sorted(tmp_path.glob("events.out.tfevents.*")) == [users]
+
+
+@pytest.mark.parametrize("how", ["refused", "resume", "overwrite"])
+def test_an_event_file_an_earlier_gradlab_named_without_its_suffix_is_still_a_run(tmp_path,
+                                                                                    how):
+    # gradlab named its event files as SummaryWriter does before they ended with ".gradlab":
+    # the header they hold says whose they are
+    pytest.importorskip("tensorboard")
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "tensorboard"]) as monitor:
+        train(monitor, steps=2)
+    (event_file,) = tmp_path.glob("events.out.tfevents.*")
+    earlier = event_file.rename(tmp_path / event_file.name.removesuffix(".gradlab"))
+    assert earlier.name != event_file.name
+    users = write_users_event_file(tmp_path)
+    if how == "refused":
+        with pytest.raises(GradlabError) as caught:
+            Monitor(tmp_path, preset="cheap", sinks=["tensorboard"])
+        assert str(caught.value) == (
+            f"log_dir {str(tmp_path)!r} already holds a run ({earlier.name}, metrics.jsonl); "
+            "pass resume=True to continue it, overwrite=True to replace it, or choose a new "
+            "log_dir")
+        return
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "tensorboard"],
+                 **{how: True}) as monitor:  # fmt: skip
+        train(monitor, steps=1)
+    header = read_jsonl(tmp_path / "metrics.jsonl")[0][-1]
+    if how == "resume":
+        assert header["resumed"] == {"from_step": 2, "files": [earlier.name, "metrics.jsonl"]}
+        assert earlier.exists()
+    else:
+        assert header["overwrote"] == [earlier.name, "metrics.jsonl"]
+        assert not earlier.exists()
+    assert users.exists()
 
 
 def test_resume_from_tensorboard_only_files_is_refused(tmp_path):

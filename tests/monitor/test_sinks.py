@@ -12,6 +12,7 @@ from gradlab import GradlabError, Monitor
 from gradlab.extras import install_hint
 from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, jsonl_headers, read_segments, stepped_jsonl_headers
+from tests.helpers.event_files import write_users_event_file
 from tests.helpers.malformed_logs import MALFORMED
 from tests.helpers.sink_data import TABLE, FixedTable, same
 from tests.helpers.training import train
@@ -67,11 +68,14 @@ def test_file_sinks_report_their_files_and_last_step(tmp_path, sink, log_file):
     assert sink.last_step(tmp_path) == len(TABLE) - 1
 
 
-def test_tensorboard_sink_reports_its_event_files(tmp_path):
+def test_tensorboard_sink_reports_its_event_files_not_another_writers(tmp_path):
     pytest.importorskip("tensorboard")
+    users = write_users_event_file(tmp_path)
+    assert TensorBoardSink().existing(tmp_path) == []
     _run(tmp_path, ["tensorboard"])
     files = TensorBoardSink().existing(tmp_path)
-    assert len(files) == 1 and files[0].name.startswith("events.out.tfevents.")
+    assert files == sorted(set(tmp_path.glob("events.out.tfevents.*")) - {users})
+    assert len(files) == 1 and files[0].name.endswith(".gradlab")
 
 
 def test_read_segments_splits_runs_at_each_header(tmp_path):
