@@ -280,7 +280,7 @@ class RunFolder:
         step = record["step"]
         if self._header is None:
             raise GradlabError(f"log_dir {str(self.path)!r} was refused to this Monitor")
-        faults: list[tuple[str, Path, BaseException]] = []
+        faults: list[tuple[str, str | Path, BaseException]] = []
         if not self._claimed(faults):
             for index in range(len(self.sinks)):
                 self._drop(index, step)
@@ -294,7 +294,7 @@ class RunFolder:
                     sink.write(_noted(record, missed) if missed else record)
                 except Exception as error:
                     self._drop(index, step)
-                    faults.append((self._names[index], self._where(sink), error))
+                    faults.append((self._names[index], self._location(sink), error))
                 else:
                     missed.clear()
                     self._wrote.add(index)
@@ -315,7 +315,7 @@ class RunFolder:
             >>> folder.close()
             >>> folder.close()  # once is enough: the claim is already given back
         """
-        faults: list[tuple[str, Path, BaseException]] = []
+        faults: list[tuple[str, str | Path, BaseException]] = []
         try:
             if self._header is not None and self._claimed(faults):
                 for index, sink in enumerate(self.sinks):
@@ -324,14 +324,14 @@ class RunFolder:
                             raise self._open_errors.pop(index)
                         self._open_sink(index)
                     except Exception as error:
-                        faults.append((self._names[index], self._where(sink), error))
+                        faults.append((self._names[index], self._location(sink), error))
             for index in sorted(self._opened):
                 sink = self.sinks[index]
                 try:
                     sink.failed = failed  # this run's: a sink object may serve the next
                     sink.close()
                 except Exception as error:
-                    faults.append((self._names[index], self._where(sink), error))
+                    faults.append((self._names[index], self._location(sink), error))
         finally:
             self._opened.clear()
             self._handles.clear()
@@ -379,11 +379,19 @@ class RunFolder:
         self.dropped_records[self._names[index]] += 1
         self._missed[index].append(step)
 
+    def _location(self, sink: Sink) -> str:
+        """Where ``sink``'s records go, as a fault's warning names it (:meth:`Sink.location`);
+        the folder when the sink cannot say."""
+        try:
+            return sink.location(self.path)
+        except Exception:
+            return str(self.path)
+
     def _where(self, sink: Sink) -> Path:
         filename = getattr(sink, "filename", None)
         return self.path / filename if isinstance(filename, str) else self.path
 
-    def _report(self, faults: list[tuple[str, Path, BaseException]], what: str) -> None:
+    def _report(self, faults: list[tuple[str, str | Path, BaseException]], what: str) -> None:
         """Warn once per sink (one warning for all those failing at once), or raise under
         ``strict``."""
         if self.strict and faults:

@@ -4,7 +4,9 @@ Every sink takes the same calls from the :class:`gradlab.Monitor`: :meth:`Sink.o
 the log folder and the header record, :meth:`Sink.write` once per logged step with a flat
 record ``{"step": int, key: float, ...}``, :meth:`Sink.close` at the end. Sinks that need an
 optional package check that it is installed when they are created (the error names the extra
-to install: ``pip install 'gradlab-ranking[wandb]'``) and import it only when they open.
+to install: ``pip install 'gradlab-ranking[wandb]'``) and import it only when they open, or
+when they are made with options to check against it (``wandb.init``'s keywords, an MLflow
+tracking URI's scheme).
 
 File sinks also say which files of a folder hold a previous run (:meth:`Sink.existing`) and,
 where they can, the last step logged there (:meth:`Sink.last_step`): the Monitor uses both to
@@ -26,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import importlib
+import inspect
 import io
 import itertools
 import json
@@ -158,6 +161,12 @@ class Sink:
     def last_step(self, log_dir: Path) -> int | None:
         """The last step a previous run logged in ``log_dir``, if this sink can read it back."""
         return None
+
+    def location(self, log_dir: Path) -> str:
+        """Where this sink's records go, as the warning of a fault names it: its file in
+        ``log_dir`` (its ``filename``, if it has one), else ``log_dir``."""
+        filename = getattr(self, "filename", None)
+        return str(log_dir / filename if isinstance(filename, str) else log_dir)
 
     def open(self, log_dir: Path, header: dict) -> None:
         """Called once by the monitor with the log folder and the header record."""
@@ -687,7 +696,11 @@ class WandbSink(Sink):
         prefix: prepended to every key, so gradlab's ``loss`` never collides with the
             training loop's own.
         **init_kwargs: passed to ``wandb.init`` when no run is active (``project``, ``id``,
-            ``resume``, ``mode``...).
+            ``resume``, ``mode``...); their names are checked against ``wandb.init``'s own
+            keywords when the sink is made (which imports ``wandb`` then).
+
+    Raises:
+        GradlabError: ``prefix`` is not a string, or an option is no keyword of ``wandb.init``.
 
     Example:
         >>> sink = WandbSink(prefix="diagnostics/", project="retrieval", mode="offline")
@@ -699,10 +712,18 @@ class WandbSink(Sink):
         require_extra("wandb", "wandb", "wandb")
         if not isinstance(prefix, str):
             raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        _check_init_options(init_kwargs)
         self.prefix = prefix
         self.init_kwargs = init_kwargs
         self.run = None
         self.owned = False
+
+    def location(self, log_dir: Path) -> str:
+        """The run's folder (``run.dir``), else the folder ``wandb.init`` writes runs into
+        (``<dir>/wandb``; ``dir`` is ``log_dir`` unless given)."""
+        if self.run is not None:
+            return str(self.run.dir)
+        return str(Path(self.init_kwargs.get("dir", log_dir)).resolve() / "wandb")
 
     def open(self, log_dir: Path, header: dict) -> None:
         wandb = importlib.import_module("wandb")
@@ -726,6 +747,27 @@ class WandbSink(Sink):
         if self.run is not None and self.owned:
             self.run.finish(exit_code=1 if self.failed else 0)
         self.run = None
+
+
+def _check_init_options(options: dict) -> None:
+    """Each name of ``options`` is a keyword of ``wandb.init`` (read from its signature, which
+    imports ``wandb``; nothing is checked when no option is given or ``wandb.init`` takes any
+    keyword)."""
+    if not options:
+        return
+    try:
+        parameters = inspect.signature(importlib.import_module("wandb").init).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return
+    allowed = [name for name, parameter in parameters.items() if parameter.kind in kinds]
+    unknown = [name for name in options if name not in allowed]
+    if unknown:
+        raise GradlabError(
+            f"WandbSink options must be among wandb.init's keywords {allowed}; got {unknown}"
+        )
 
 
 MLFLOW_TAG_LENGTH = 5000
@@ -754,6 +796,15 @@ class MLflowSink(Sink):
         prefix: prepended to every key.
         tracking_uri: a tracking URI for a run this sink starts (default: MLflow's configured
             one); set with ``mlflow.set_tracking_uri``, so it stays MLflow's URI afterwards.
+            A local path, or a URI whose scheme MLflow supports: the scheme is checked when the
+            sink is made (which imports ``mlflow`` then) against the stores MLflow has
+            registered, its plugins' included; whether the store can be reached is not (that
+            needs the network or the store itself), and a fault there is warned about at the
+            first record, naming the URI.
+
+    Raises:
+        GradlabError: ``prefix`` is not a string; ``tracking_uri`` is not a string or a path,
+            or its scheme is no store's of MLflow.
         experiment: experiment name for a run this sink starts (default: MLflow's active one).
         run_name: name of a run this sink starts.
 
@@ -773,12 +824,20 @@ class MLflowSink(Sink):
         require_extra("mlflow", "mlflow", "mlflow")
         if not isinstance(prefix, str):
             raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        _check_tracking_uri(tracking_uri)
         self.prefix = prefix
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_name = run_name
         self.run_id: str | None = None
         self.owned = False
+
+    def location(self, log_dir: Path) -> str:
+        """The tracking URI of the run's store: ``tracking_uri`` for a run this sink starts,
+        else the one MLflow is set to (``log_dir`` holds none of it)."""
+        if self.tracking_uri is not None and (self.owned or self.run_id is None):
+            return str(self.tracking_uri)
+        return str(importlib.import_module("mlflow").get_tracking_uri())
 
     def open(self, log_dir: Path, header: dict) -> None:
         mlflow = importlib.import_module("mlflow")
@@ -823,6 +882,29 @@ class MLflowSink(Sink):
             else:
                 self.client.set_terminated(self.run_id, status=status)
         self.run_id = None
+
+
+def _check_tracking_uri(uri: object) -> None:
+    """``uri`` is None, a path, or a URI whose scheme a store registered with MLflow takes,
+    as MLflow resolves it to a store (offline, building nothing). An MLflow without that
+    registry leaves the URI to be checked when the run starts."""
+    if uri is None:
+        return
+    if not isinstance(uri, (str, Path)):
+        raise GradlabError(f"tracking_uri must be a local path or a URI string; got {uri!r}")
+    try:
+        from mlflow.tracking._tracking_service.utils import _tracking_store_registry as stores
+        from mlflow.tracking.registry import UnsupportedModelRegistryStoreURIException
+    except ImportError:  # pragma: no cover - another MLflow
+        return
+    try:
+        stores.get_store_builder(str(uri))
+    except UnsupportedModelRegistryStoreURIException as error:
+        schemes = ", ".join(scheme for scheme in error.supported_uri_schemes if scheme)
+        raise GradlabError(
+            f"tracking_uri must be a local path or a URI of a scheme MLflow supports "
+            f"({schemes}); got {str(uri)!r}"
+        ) from None
 
 
 RUN_FILES = ("metrics.jsonl", "metrics.csv")

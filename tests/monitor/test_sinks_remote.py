@@ -328,3 +328,102 @@ def test_a_sink_object_reused_after_a_failed_run_ends_the_next_by_its_own_outcom
                               order_by=["attributes.start_time ASC"])  # fmt: skip
     assert [run.info.status for run in runs] == [
         "FAILED" if first == "raised" else "FINISHED", "FINISHED"]
+
+
+# --- options checked when the sink is made; a fault names the tracker's store -----------------
+
+FAULT_TAIL = (
+    "Training goes on: a record that cannot be written is dropped (monitor.dropped_records "
+    "counts them per sink), the sink is tried again at every logged step and the first record "
+    "it takes notes the steps it missed (dropped_steps); later faults of the same sink are not "
+    "reported again (strict=True raises instead)"
+)
+"""The end of the warning of a sink's first fault."""
+
+
+def test_a_wandb_option_that_wandb_init_lacks_is_refused_when_the_sink_is_made(tmp_path):
+    # a misspelled option was passed to wandb.init at every logged step: one warning, then
+    # "WandbSink dropped all ... records" at close
+    import inspect
+
+    wandb = pytest.importorskip("wandb")
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    allowed = [name for name, parameter in inspect.signature(wandb.init).parameters.items()
+               if parameter.kind in keywords]  # fmt: skip
+    assert "project" in allowed
+    with pytest.raises(GradlabError) as raised:
+        WandbSink(projet="retrieval", mode="offline")
+    assert str(raised.value) == (
+        f"WandbSink options must be among wandb.init's keywords {allowed}; got ['projet']")
+    assert WandbSink(project="retrieval", mode="offline").init_kwargs == {
+        "project": "retrieval", "mode": "offline"}
+
+
+def test_an_mlflow_tracking_uri_of_no_store_of_mlflows_is_refused_when_the_sink_is_made(
+        tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    with pytest.raises(Exception) as mlflows:  # MLflow's own refusal, and the schemes it takes
+        MlflowClient(tracking_uri="bogus://nowhere")
+    schemes = ", ".join(scheme for scheme in mlflows.value.supported_uri_schemes if scheme)
+    with pytest.raises(GradlabError) as raised:
+        MLflowSink(tracking_uri="bogus://nowhere")
+    assert str(raised.value) == (
+        f"tracking_uri must be a local path or a URI of a scheme MLflow supports ({schemes}); "
+        "got 'bogus://nowhere'")
+    with pytest.raises(GradlabError) as raised:
+        MLflowSink(tracking_uri=3)
+    assert str(raised.value) == "tracking_uri must be a local path or a URI string; got 3"
+    # a path and a store's URI are taken, and nothing is made before the run starts
+    MLflowSink(tracking_uri=tmp_path / "mlruns")
+    MLflowSink(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    MLflowSink(tracking_uri="http://127.0.0.1:5000")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_wandb_run_that_cannot_start_is_reported_at_its_wandb_folder(tmp_path, monkeypatch,
+                                                                       given):
+    wandb = pytest.importorskip("wandb")
+
+    def init(**options):
+        raise ConnectionError("no route to the W&B server")
+
+    monkeypatch.setattr(wandb, "init", init)
+    options = {"dir": str(tmp_path / "elsewhere")} if given else {}
+    folder = (tmp_path / "elsewhere") if given else (tmp_path / "run")
+    with pytest.warns(RuntimeWarning) as caught, Monitor(
+            tmp_path / "run", quantities=[FixedTable(every(1))],
+            sinks=["jsonl", WandbSink(**options)]) as monitor:  # fmt: skip
+        train(monitor, steps=1)
+    faults = [w for w in caught if w.category is RuntimeWarning]
+    assert str(faults[0].message) == (
+        "gradlab.Monitor: could not write the record of step 0 (WandbSink "
+        f"({str(folder.resolve() / 'wandb')!r}): no route to the W&B server). {FAULT_TAIL}")
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_an_mlflow_fault_is_reported_at_the_tracking_uri_not_the_log_dir(tmp_path, monkeypatch,
+                                                                         given):
+    # the warning named the log_dir, which holds nothing of MLflow's
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from mlflow.tracking import MlflowClient
+
+    def log_batch(self, *args, **kwargs):
+        raise ConnectionError("the store is down")
+
+    monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    if not given:  # MLflow's configured URI
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
+    sink = MLflowSink(tracking_uri=store if given else None, experiment="gradlab-tests")
+    with pytest.warns(RuntimeWarning) as caught, Monitor(
+            tmp_path / "run", quantities=[FixedTable(every(1))],
+            sinks=["jsonl", sink]) as monitor:  # fmt: skip
+        train(monitor, steps=1)
+    faults = [w for w in caught if w.category is RuntimeWarning]  # not SQLAlchemy's own
+    assert str(faults[0].message) == (
+        f"gradlab.Monitor: could not write the record of step 0 (MLflowSink ({store!r}): the "
+        f"store is down). {FAULT_TAIL}")
