@@ -460,6 +460,11 @@ def test_a_square_first_argument_assumed_to_be_embeddings_is_named_once(tmp_path
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             adapter.read([torch.zeros(shape), torch.arange(shape[0])], None, 0.1)
+    # square queries beside their candidates (the cross-modal form): no score matrix to name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        adapters.adapt(_info_nce).read([torch.zeros(4, 4), torch.zeros(4, 4),
+                                        torch.eye(4) > 0], None, 0.1)  # fmt: skip
     for loss_fn in (gradlab.SmoothAPLoss(TAU), gradlab.NTXentLoss(0.1)):  # they declare it
         assert not adapters.adapt(loss_fn).form_assumed
 
