@@ -487,7 +487,10 @@ class LossAdapter:
 
                 def arrived(grad: torch.Tensor) -> None:
                     batch.gradient_arrived = True
-                    batch.embedding_grad = grad.detach()  # read only: returning None keeps it
+                    # a copy: autograd may keep this very tensor as a leaf's .grad, which the
+                    # loop changes in place before step() (clipping, unscaling, zero_grad) and
+                    # which a quantity must not change under the optimizer ([B, d]: cheap)
+                    batch.embedding_grad = grad.detach().clone()  # returning None keeps grad
 
             else:
 

@@ -92,6 +92,15 @@ def _read_once(agreement: StepAgreement | None, batch: BatchView) -> bool:
             and not (batch.on_scores or batch.candidates is not None))  # fmt: skip
 
 
+def _due_or_not(quantity: Quantity, step: int) -> bool:
+    """Whether ``quantity``'s schedule logs ``step``, False where it raises (a step ahead, for
+    the ranks' plans: it is asked again, and disabled, when that step comes)."""
+    try:
+        return quantity.should_compute(step)
+    except Exception:
+        return False
+
+
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
     the quantity as configured can read of that loss), or None."""
@@ -533,7 +542,7 @@ class Monitor:
     def _due_now(self) -> list[Quantity]:
         """The enabled quantities whose schedules log the current step (each asked once)."""
         step, disabled = self.step_count, self.disabled
-        return [q for q in self.quantities if q.name not in disabled and q.should_compute(step)]
+        return [q for q in self.quantities if q.name not in disabled and self._asked(q, step)]
 
     def _wanted(self) -> set[str]:
         """What the enabled quantities need (a gradient is hooked when one of them reads it)."""
@@ -713,7 +722,7 @@ class Monitor:
             return self._step_distributed(step, batch)
         if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
             return None
-        due = [q for q in self.quantities if q.name not in self.disabled and q.should_compute(step)]
+        due = [q for q in self.quantities if q.name not in self.disabled and self._asked(q, step)]
         if not due:
             return None
         return self._record(step, batch, due)
@@ -721,7 +730,8 @@ class Monitor:
     def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
         """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
         device when there is one); warn once on a rank that was elsewhere."""
-        plan = sum(1 << k for k in range(PLAN_STEPS) if self._scheduled(step + k))
+        plan = sum(1 << k for k in range(PLAN_STEPS) if any(
+            q.name not in self.not_logged and _due_or_not(q, step + k) for q in self.quantities))
         agreed = rank_zero_step(step, batch.embeddings.device if batch is not None else None,
                                 plan)  # fmt: skip
         if agreed != step:
@@ -874,8 +884,8 @@ class Monitor:
 
     def _scheduled(self, step: int) -> list[Quantity]:
         """The quantities due at ``step`` by the schedule alone: the same on every rank."""
-        return [q for q in self.quantities if q.name not in self.not_logged
-                and q.should_compute(step)]  # fmt: skip
+        return [q for q in self.quantities if q.name not in self.not_logged and (
+            _due_or_not(q, step) if q.name in self.disabled else self._asked(q, step))]
 
     def _step_distributed(self, step: int, batch: BatchView | None) -> dict | None:
         """A step under torch.distributed: every rank agrees first, even one without a batch
@@ -1118,6 +1128,19 @@ class Monitor:
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )
 
+    def _asked(self, quantity: Quantity, step: int) -> bool:
+        """Whether ``quantity``'s schedule logs ``step``. A schedule that raises, or returns no
+        bool, is refused before the run's first step (the first watched call asks it); later
+        it disables its quantity with a warning, as a ``compute`` that raises does, and
+        training goes on (``strict=True`` raises)."""
+        try:
+            return quantity.should_compute(step)
+        except Exception as error:
+            if self.strict or self._first_step is None:
+                raise
+            self._disable(quantity, error)
+            return False
+
     def _disable(self, quantity: Quantity, error: Exception, returned: bool = False) -> None:
         """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning
         holds the traceback; a GradlabError, which says what of the input it refuses, its
@@ -1304,7 +1327,7 @@ class Monitor:
                 self._record(last, batch, due, agreement)
             return
         enabled = [q for q in self.quantities if q.name not in self.disabled]
-        if self._closed_call is None or any(q.should_compute(last) for q in enabled):
+        if self._closed_call is None or any(self._asked(q, last) for q in enabled):
             return  # nothing watched, or the last step was logged already
         due = [q for q in enabled if not q.needs_grad]
         batch = self._last_batch(last, due) if due else None

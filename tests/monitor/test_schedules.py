@@ -286,3 +286,41 @@ def test_a_schedule_set_on_a_quantity_after_it_was_made_is_named_when_every_repl
     assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: every=5 replaces the schedules the quantities were given (geometry "
         f"{log_spaced()!r}); leave every out to keep theirs"]
+
+
+def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_on(tmp_path):
+    """A schedule read from a list of planned steps ran past its end at step 3: IndexError
+    came out of monitor.step() and ended the training loop. The quantity is disabled with a
+    warning, as one whose compute raises, and the others are logged; strict=True raises."""
+    import torch
+
+    import gradlab
+    from gradlab.monitor import EmbeddingNorms, Loss
+
+    planned = [0, 1, 5]
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    labels = torch.arange(8) % 2
+    with gradlab.Monitor(tmp_path / "run", quantities=[
+            Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.warns(RuntimeWarning) as caught:
+            records = []
+            for _ in range(5):
+                loss_fn(embeddings, labels).backward()
+                records.append(monitor.step())
+    said = [str(w.message) for w in caught if "embedding_norm" in str(w.message)]
+    assert len(said) == 1
+    assert said[0].startswith("gradlab.Monitor: quantity 'embedding_norm' raised and is disabled "
+                              "(strict=True raises instead):\nTraceback")
+    assert said[0].rstrip().endswith("IndexError: list index out of range")
+    assert [sorted(r) for r in records] == [
+        ["embedding_norm_max", "embedding_norm_mean", "embedding_norm_min", "loss", "step"],
+        ["embedding_norm_max", "embedding_norm_mean", "embedding_norm_min", "loss", "step"],
+        ["loss", "step"], ["loss", "step"], ["loss", "step"]]
+    with gradlab.Monitor(tmp_path / "strict", strict=True, quantities=[
+            Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.raises(IndexError):
+            for _ in range(5):
+                loss_fn(embeddings, labels).backward()
+                monitor.step()

@@ -358,3 +358,50 @@ def test_two_tensors_changed_in_place_are_named_together_and_display_calls_said_
         "values, not those the loss saw. Change a copy, or call monitor.step() before changing "
         "them")
     assert len([m for m in told if "was not backpropagated" in m]) == 1  # once, not per step
+
+
+@pytest.mark.parametrize("change", ["clip", "zero", "scale"])
+def test_a_leaf_s_gradient_changed_in_place_before_step_is_logged_as_backward_left_it(
+        tmp_path, change):
+    """Autograd stores a leaf's gradient as the tensor its hook saw: clipping it, zeroing it
+    (zero_grad(set_to_none=False)) or dividing it (GradScaler.unscale_) in place before
+    monitor.step() changed the logged norm. The record holds the gradient backward left."""
+    torch.manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(12, 6))
+    labels = torch.arange(4).repeat_interleave(3)
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    (reference,) = torch.autograd.grad(loss_fn(table, labels), table)  # no Monitor
+    expected = float(reference.double().pow(2).sum().sqrt())  # the batch's gradient norm
+    with gradlab.Monitor(tmp_path, quantities=[gradlab.monitor.EmbeddingGradNorm()],
+                         every=1) as monitor:  # fmt: skip
+        watched = monitor.watch(loss_fn)
+        watched(table, labels).backward()
+        if change == "clip":
+            torch.nn.utils.clip_grad_norm_([table], 0.01)
+        elif change == "zero":
+            table.grad.zero_()
+        else:
+            table.grad.div_(1024.0)
+        monitor.step()
+    (record,) = _records(tmp_path)
+    assert record["embedding_grad_norm"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_quantity_that_changes_the_gradient_it_reads_leaves_the_trained_one_alone(tmp_path):
+    class Normalising(gradlab.monitor.Quantity):
+        name = "normalising"
+        needs = frozenset({"embedding_grad"})
+        keys = ("normalised",)
+
+        def compute(self, batch):
+            grad = batch.embedding_grad
+            return {"normalised": grad.div_(grad.norm()).norm()}  # in place: a bug of its own
+
+    torch.manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(12, 6))
+    labels = torch.arange(4).repeat_interleave(3)
+    (reference,) = torch.autograd.grad(gradlab.SmoothAPLoss(0.05)(table, labels), table)
+    with gradlab.Monitor(tmp_path, quantities=[Normalising()], every=1) as monitor:
+        monitor.watch(gradlab.SmoothAPLoss(0.05))(table, labels).backward()
+        monitor.step()
+    assert torch.equal(table.grad, reference)  # the optimizer steps on backward's gradient
