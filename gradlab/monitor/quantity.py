@@ -307,7 +307,8 @@ def check_declaration(quantity: Quantity) -> None:
     on: no schedule (its ``__init__`` did not call ``super().__init__``), a name that is not a
     non-empty string, ``keys`` that are not strings (a lone string is read letter by letter),
     a need the Monitor does not provide (:data:`NEEDS`; a lone string again), or a plot family
-    none of whose series is a key it declares (never drawn).
+    none of whose series is a key it declares (never drawn); a family a quantity of yours
+    declares draws declared keys only.
 
     Raises:
         GradlabError: naming the quantity, the declaration and what is allowed.
@@ -369,12 +370,23 @@ def check_declaration(quantity: Quantity) -> None:
     if not isinstance(plots, (tuple, list)) or not all(isinstance(plot, Plot) for plot in plots):
         raise GradlabError(f"{owner} declares plots={plots!r}; plots is a tuple of "
                            "gradlab.monitor.Plot")  # fmt: skip
-    for plot in plots:  # a family may draw a key its variant logs (weighted counts)
-        if plot.keys and not any(key in keys for key in plot.keys):
+    # gradlab's own families may draw a key only a variant logs (the weighted counts); the
+    # families a quantity of yours declares draw declared keys only (a typo draws nothing)
+    declared_by = next((k for k in type(quantity).__mro__ if "plots" in vars(k)), Quantity)
+    own = declared_by.__module__.split(".")[0] == "gradlab"
+    for plot in plots:
+        undeclared = [key for key in plot.keys if key not in keys]
+        if plot.keys and len(undeclared) == len(plot.keys):
             raise GradlabError(
                 f"{owner} draws {', '.join(map(repr, plot.keys))} in its plot family "
                 f"{plot.family!r}, none of them a key it declares {tuple(keys)!r}: a series "
                 "of an undeclared key is never logged, so never drawn"
+            )
+        if undeclared and not own:
+            raise GradlabError(
+                f"{owner} draws {', '.join(map(repr, undeclared))} in its plot family "
+                f"{plot.family!r}, not a key it declares {tuple(keys)!r}: a series of an "
+                "undeclared key is never logged, so never drawn (a typo?)"
             )
 
 

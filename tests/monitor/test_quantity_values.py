@@ -499,6 +499,12 @@ def test_a_quantized_value_is_named_as_one(tmp_path):
          "the own quantity (Own) draws 'own_a', 'own_b' in its plot family 'own', none of them "
          "a key it declares ('own_mean',): a series of an undeclared key is never logged, so "
          "never drawn"),
+        # one series right and one misspelt: the misspelt key was accepted, never drawn
+        (dict(keys=("own_a", "own_b"), plots=(Plot("own", "Own", "v", (("own_a", "a"),
+                                                                        ("own_bb", "b"))),)),
+         "the own quantity (Own) draws 'own_bb' in its plot family 'own', not a key it "
+         "declares ('own_a', 'own_b'): a series of an undeclared key is never logged, so never "
+         "drawn (a typo?)"),
     ],
 )
 def test_more_declarations_the_monitor_cannot_act_on(tmp_path, declared, message):
