@@ -555,7 +555,9 @@ def test_nt_xent_agrees_with_pml_at_one_positive_and_keeps_the_other_positives_b
     assert abs(several[0] - several[1]) > 0.01  # the two conventions part
 
 
-def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(tmp_path):
+@pytest.mark.parametrize("per_class", [4, 3])  # 3 or 2 positives per query
+def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(tmp_path,
+                                                                                per_class):
     # PML's NT-Xent takes a softmax per positive over it and the negatives: with four per class
     # its chance level is ln(negatives + 1) = ln 21, not ln 23, and its dL/d log s is not
     # SupCon's closed form; both were logged as if it were, without a word
@@ -563,7 +565,7 @@ def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(
     from gradlab.monitor.quantities import Loss
 
     embeddings = torch.ones(24, 5, dtype=torch.float64)  # collapsed: every score alike
-    labels = torch.arange(24) // 4
+    labels = torch.arange(24) // per_class
     loss = pml_losses.NTXentLoss(temperature=0.1, distance=RecordingCosineSimilarity())
     quantities = [Loss(every(1)), ChanceLevel(every(1)), Temperature(every(1), scale=10.0)]
     with Monitor(tmp_path / "run", quantities=quantities) as monitor:
@@ -575,7 +577,8 @@ def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(
                 value = loss_fn(leaf, labels)
                 value.backward()
                 record = monitor.step()
-    assert value.item() == pytest.approx(math.log(21), rel=1e-12)  # the loss itself: ln 21
+    negatives = 24 - per_class
+    assert value.item() == pytest.approx(math.log(negatives + 1), rel=1e-12)  # the loss itself
     said = [str(w.message) for w in caught if "several positives" in str(w.message)]
     assert sorted(said) == sorted(
         "gradlab.Monitor: a query of this batch has several positives and the watched loss "
