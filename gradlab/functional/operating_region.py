@@ -36,6 +36,7 @@ from gradlab.functional.smooth_ap import (
 )
 from gradlab.validation import (
     check_bool,
+    check_non_negative_finite,
     check_positive_finite,
     check_positive_int,
     check_same_device,
@@ -201,7 +202,8 @@ def operating_region_proportion(
         eps: slope threshold (Brown et al. 2020: 0.005).
         include_diagonal: count the ``j == i`` entries, as Eq. 1 does (they are always inside
             a non-empty region, so alone they contribute ``1/C``). ``False`` gives the
-            off-diagonal proportion.
+            off-diagonal proportion. ``pairs="positive-negative"`` has no diagonal entry, so
+            it reads neither value.
         pairs: ``"all"`` (all ``C x C`` entries, Eq. 1); ``"positive-rows"`` (rows of positive
             ``i`` against every candidate: the entries SmoothAP differentiates);
             ``"positive-negative"`` (positive ``i`` against negative ``j`` only, no diagonal).
@@ -289,17 +291,22 @@ def expected_operating_region_proportion(
     ``E[P] = 1/C + (1 - 1/C) erf(w / (2 spread))``; without it, or with ``num_candidates=None``
     (the large-batch limit), ``E[P] = erf(w / (2 spread))``. One candidate without the
     diagonal has no pair to count: NaN, as :func:`operating_region_proportion` measures it.
+    ``spread = 0`` (a collapsed model: every score alike) puts every pair at ``D_ij = 0``,
+    inside any non-empty region: its limit, 1 (0 for an empty region).
 
     Example:
         >>> round(expected_operating_region_proportion(spread=0.1), 4)
         0.5162
     """
-    spread = check_positive_finite("spread", spread)
+    spread = check_non_negative_finite("spread", spread)
     include_diagonal = check_bool("include_diagonal", include_diagonal)
     if num_candidates is not None:  # checked whether or not the diagonal is included
         num_candidates = check_positive_int("num_candidates", num_candidates)
     width = operating_region_width(tau, eps)
-    off_diagonal = math.erf(width / (2.0 * spread))
+    if spread == 0.0:  # every difference 0: inside a region of any positive half-width
+        off_diagonal = 1.0 if width > 0 else 0.0
+    else:
+        off_diagonal = math.erf(width / (2.0 * spread))
     if num_candidates == 1 and not include_diagonal:  # no pair j != i: P is 0 / 0
         return math.nan
     if num_candidates is None or not include_diagonal:

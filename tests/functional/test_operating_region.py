@@ -194,7 +194,8 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
             lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1),
             "include_diagonal must be True or False",
         ),
-        (lambda: expected_operating_region_proportion(0.0), "spread must be a positive finite"),
+        (lambda: expected_operating_region_proportion(-0.1),
+         "spread must be a non-negative finite"),
         (
             lambda: expected_operating_region_proportion(0.1, num_candidates=0),
             "num_candidates must be a positive integer",
@@ -648,3 +649,20 @@ def test_the_expected_p_of_one_candidate_without_the_diagonal_is_undefined_as_me
         0.1, num_candidates=1, include_diagonal=False))
     two = expected_operating_region_proportion(0.1, num_candidates=2, include_diagonal=False)
     assert two == pytest.approx(math.erf(operating_region_width(0.01, 0.005) / 0.2))
+
+
+@pytest.mark.parametrize("candidates", [None, 1, 7])
+@pytest.mark.parametrize("diagonal", [True, False])
+def test_a_collapsed_model_expects_the_proportion_it_measures(candidates, diagonal):
+    """spread = 0: every score alike, every pair inside the region (P = 1), as measured on a
+    constant score row; an empty region (eps past the sigmoid's steepest slope) holds none."""
+    size = 7 if candidates is None else candidates
+    measured = operating_region_proportion(torch.zeros(size, dtype=torch.float64),
+                                           include_diagonal=diagonal)  # fmt: skip
+    expected = expected_operating_region_proportion(0.0, num_candidates=candidates,
+                                                    include_diagonal=diagonal)  # fmt: skip
+    if math.isnan(measured.item()):  # one candidate, no diagonal: no pair
+        assert math.isnan(expected)
+    else:
+        assert expected == measured.item() == 1.0
+    assert expected_operating_region_proportion(0.0, tau=0.01, eps=26.0) == 0.0  # 1/(4 tau) = 25
