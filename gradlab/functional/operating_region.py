@@ -356,7 +356,10 @@ def gradient_counts(
     divided by ``R(i, S_Omega)^2``, the factor of Bleeker & de Rijke's Eq. 13. Either way the test
     is a window ``|D_ij| < w`` (``w`` from :func:`operating_region_width`, per row when
     weighted), so counting costs ``O(C log C)`` per positive row after the ranks (``O(|P| C)``)
-    are known.
+    are known. The count reads the slopes only: a query whose every candidate is a positive
+    has AP 1 whatever its scores, so no gradient, yet its entries inside the window count
+    (the Monitor's :class:`~gradlab.monitor.GradientCounts` summarises only the queries that
+    have a positive and a negative).
 
     Args:
         scores: ``[Q, C]`` scores.

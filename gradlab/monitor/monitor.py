@@ -1080,10 +1080,10 @@ class Monitor:
         else:  # finite inputs: a value that is not finite is the quantity's own
             own_bad = []
             for quantity, keys in (pair for level in levels for pair in level):
-                bad = [record[key] for key in keys if quantity.warns_if_not_finite
+                bad = [key for key in keys if quantity.warns_if_not_finite
                        and not math.isfinite(record[key])]  # fmt: skip
                 if bad:
-                    own_bad.append((quantity.name, bad[0]))
+                    own_bad.append((quantity, bad[0], record[bad[0]]))
             if own_bad:
                 self._report_values_not_finite(step, own_bad)
         # The record's keys in the order the quantities computed them.
@@ -1104,26 +1104,35 @@ class Monitor:
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
             )
 
-    def _report_values_not_finite(self, step: int, bad: list[tuple[str, float]]) -> None:
+    def _report_values_not_finite(self, step: int,
+                                  bad: list[tuple[Quantity, str, float]]) -> None:  # fmt: skip
         """Count a step on which quantities that :attr:`Quantity.warns_if_not_finite` (the
         loss, the embeddings' gradient norm) logged a NaN or infinite value, by name, with its
-        first such value, though the inputs and ``dL/dS`` are finite: the training itself made
-        it (a log of 0, a division by 0 in the loss), which the warning of non-finite inputs
-        does not cover; warn at the first of each, in one warning per step."""
+        first such key and value, though the inputs and ``dL/dS`` are finite: the training
+        itself made it (a log of 0, a division by 0 in the loss; or in a quantity of your
+        own, its ``compute``), which the warning of non-finite inputs does not cover; warn at
+        the first of each, in one warning per step."""
         first = []
-        for name, value in bad:
+        for quantity, key, value in bad:
+            name = quantity.name
             self.not_finite[name] = self.not_finite.get(name, 0) + 1
             if self.not_finite[name] == 1:
-                first.append((name, value))
+                first.append((quantity, key, value))
         if not first:
             return
-        values = ", ".join(f"{name} is {value}" for name, value in first)
-        counters = " and ".join(f"monitor.not_finite[{name!r}]" for name, _ in first)
+        values = ", ".join(f"{key} is {value}" if key == quantity.name
+                           else f"{key} (of {quantity.name}) is {value}"
+                           for quantity, key, value in first)  # fmt: skip
+        counters = " and ".join(f"monitor.not_finite[{q.name!r}]" for q, _, _ in first)
         logged = "it is logged as it is" if len(first) == 1 else "they are logged as they are"
+        yours = [q.name for q, _, _ in first if type(q).__module__.split(".")[0] != "gradlab"]
+        where = (f"the compute() of {', '.join(yours)}" if len(yours) == len(first)
+                 else f"the loss, or the compute() of {', '.join(yours)}" if yours
+                 else "the loss")  # fmt: skip
         warnings.warn(
             f"gradlab.Monitor: step {step}: {values} while the embeddings and scores are "
-            f"finite: {logged} (a log or a square root of 0, or a division by 0, in the "
-            f"loss?); later such steps are counted in {counters} without a warning",
+            f"finite: {logged} (a log or a square root of 0, or a division by 0, in "
+            f"{where}?); later such steps are counted in {counters} without a warning",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

@@ -336,3 +336,30 @@ def test_a_logged_batch_without_ranking_signal_is_said_once_for_a_loss_that_does
             loss_fn(_embeddings(0)[:1], LABELS[:1]).backward()
             monitor.step()
     assert _runtime_warnings(caught) == []  # the loss's DegenerateBatchWarning says it
+
+
+def test_a_non_finite_value_of_a_quantity_of_yours_points_at_its_compute(tmp_path):
+    # its NaN was said to come from "a division by 0, in the loss?", and named by the
+    # quantity, not by its key
+    class Spread(gradlab.monitor.Quantity):
+        name = "spread"
+        needs = frozenset({"embeddings"})
+        keys = ("spread_ratio",)
+        warns_if_not_finite = True
+
+        def compute(self, batch):
+            zero = batch.embeddings.new_zeros(())
+            return {"spread_ratio": zero / zero}  # 0 / 0: a bug of its own
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Loss(), Spread()]) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for step in range(2):
+                loss_fn(_embeddings(step), LABELS).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 0: spread_ratio (of spread) is nan while the embeddings and "
+        "scores are finite: it is logged as it is (a log or a square root of 0, or a division "
+        "by 0, in the compute() of spread?); later such steps are counted in "
+        "monitor.not_finite['spread'] without a warning"]
