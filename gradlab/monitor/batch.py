@@ -976,7 +976,13 @@ class BatchView:
         return SmoothAPForward(*self.smooth_ap_terms(tau, include_query).forward)
 
     def smooth_ap_terms(self, tau: float, include_query: bool = False) -> SmoothAPTerms:
-        """SmoothAP, ``dAP/dS`` and the ``AD``/``CB`` terms from one sigmoid block (cached)."""
+        """SmoothAP, ``dAP/dS`` and the ``AD``/``CB`` terms from one sigmoid block (cached).
+
+        :func:`gradlab.functional.diagnostics.smooth_ap_terms` of the step's scores: a query
+        without a positive has NaN ``ad_term`` and ``cb_term`` rows (undefined, as the
+        Monitor's summaries leave them out), where
+        :func:`gradlab.functional.in_batch_decomposition` gives such a query zero terms and a
+        NaN gradient; read the two alike by their defined rows."""
         key = ("terms", tau, include_query)
         if key not in self._cache:
             forward = self._recorded_forward(tau, include_query)
