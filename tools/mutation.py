@@ -917,6 +917,7 @@ def mutate_wrapped_functions() -> None:
     mutants, in this process (the generator of :func:`mutant_diffs`) and in the one that runs
     mutmut (:func:`_mutmut_run`)."""
     import libcst as cst
+    from mutmut.mutation import file_mutation
     from mutmut.mutation.file_mutation import MutationVisitor
 
     skip = MutationVisitor._skip_node_and_children
@@ -942,14 +943,32 @@ def mutate_wrapped_functions() -> None:
     skips.gradlab_wrappers = True  # type: ignore[attr-defined]
     MutationVisitor._skip_node_and_children = skips
 
+    arrange = file_mutation.function_trampoline_arrangement
+
+    def arranged(function, mutants, class_name):
+        """mutmut's trampoline keeps the function's decorators; its copies (the original and
+        each mutant) lose the wrappers, which would otherwise run twice and name a copy in
+        their messages (``x_smooth_ap__mutmut_orig(...)``)."""
+        declarations, nodes, assignments, names = arrange(function, mutants, class_name)
+        trampoline, *copies = nodes
+        copies = [node.with_changes(decorators=[d for d in node.decorators if not wrapped(d)])
+                  if isinstance(node, cst.FunctionDef) else node for node in copies]  # fmt: skip
+        return declarations, [trampoline, *copies], assignments, names
+
+    file_mutation.function_trampoline_arrangement = arranged
+
 
 _LAUNCH = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); "
     "from tools.mutation import mutate_wrapped_functions; mutate_wrapped_functions(); "
+    "[sys.modules.pop(m) for m in list(sys.modules) if m == 'tools' or m.startswith('tools.')]; "
+    "sys.path.pop(0); "
     "from mutmut.__main__ import cli; sys.argv[0] = 'mutmut'; cli()"
 )
-"""mutmut's command line, run after :func:`mutate_wrapped_functions` (argv: this repository's
-root, then mutmut's arguments)."""
+"""mutmut's command line, run after :func:`mutate_wrapped_functions` (argv: the scratch clone,
+then mutmut's arguments). The clone's ``tools`` is imported for the patch and forgotten
+before mutmut starts, so that the tests import the clone's own files, as they would
+without it."""
 
 
 def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
@@ -1451,7 +1470,7 @@ def run_group(
 def _mutmut_run(workdir: Path, children: int, names: list[str]) -> str:
     """Run mutmut in a scratch clone; returns the end of its output (for an error message)."""
     done = subprocess.run(
-        [sys.executable, "-c", _LAUNCH, str(ROOT), "run", "--max-children", str(children),
+        [sys.executable, "-c", _LAUNCH, str(workdir), "run", "--max-children", str(children),
          *names],
         cwd=workdir, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(workdir)},

@@ -358,9 +358,9 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
 def _save_refusal(path: Path, error: GradlabError) -> None:
     """Keep a process's :class:`GradlabError` for the parent (left out if it cannot be
     pickled: the parent then reports its traceback)."""
-    try:
-        path.write_bytes(pickle.dumps(error.with_traceback(None)))
-    except (pickle.PicklingError, AttributeError, TypeError):
+    try:  # an exception pickles without its traceback: the live one keeps it
+        path.write_bytes(pickle.dumps(error))
+    except Exception:  # one that cannot be pickled: the parent reports its traceback
         pass
 
 
@@ -380,7 +380,10 @@ def _first_refusal(folder: str) -> GradlabError | None:
     path = Path(folder, f"refusal-{errors[0][1]}.pickle") if errors else None
     if path is None or not path.is_file():
         return None
-    return pickle.loads(path.read_bytes())
+    try:
+        return pickle.loads(path.read_bytes())
+    except Exception:  # a subclass that cannot be rebuilt: the traceback reports it
+        return None
 
 
 def _first_error(folder: str) -> str | None:

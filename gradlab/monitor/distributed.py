@@ -284,10 +284,15 @@ def _failed(what: str, error: RuntimeError) -> GradlabError:
 
 
 PLAN_STEPS = 62
-"""The steps from a Monitor's first one whose schedule the ranks compare (bits of an int64)."""
+"""The steps from a Monitor's first one that a plan names, bit by bit (the bits of an int64)."""
+
+PLAN_HORIZON = 4096
+"""The steps from a Monitor's first one whose schedules the ranks compare (by a digest)."""
 
 
-def rank_zero_step(step: int, device: torch.device | None = None, plan: int = 0) -> int:
+def rank_zero_step(
+    step: int, device: torch.device | None = None, plan: int = 0, digest: int = 0
+) -> int:
     """Rank 0's step number, on every rank: one all-gather and one host read, at a Monitor's
     first ``monitor.step()``; ranks that would log different steps are refused there.
 
@@ -307,6 +312,8 @@ def rank_zero_step(step: int, device: torch.device | None = None, plan: int = 0)
             :func:`collective_device`.
         plan: the steps this rank's Monitor logs among the :data:`PLAN_STEPS` from ``step``
             on: bit ``k`` for step ``step + k``.
+        digest: a digest of the steps it logs among the :data:`PLAN_HORIZON` from ``step``
+            on (ranks that agree on the first 62 may part later: ``every=100`` and 200).
 
     Returns:
         Rank 0's; ``step`` itself without a process group.
@@ -322,24 +329,27 @@ def rank_zero_step(step: int, device: torch.device | None = None, plan: int = 0)
     if not is_distributed():
         return step
     device = collective_device() if device is None else device
-    mine = torch.tensor([step, plan], dtype=torch.int64, device=device)
+    mine = torch.tensor([step, plan, digest], dtype=torch.int64, device=device)
     table = [torch.empty_like(mine) for _ in range(torch.distributed.get_world_size())]
     try:
         torch.distributed.all_gather(table, mine)
     except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
         raise _failed(f"the ranks' agreement on their first step ({step} here)", error) from error
     rows = torch.stack(table).tolist()  # once per Monitor
-    first, planned = rows[0]
-    differ = [rank for rank, (start, other) in enumerate(rows) if start == first
-              and other != planned]  # fmt: skip
+    first, planned, digested = rows[0]
+    differ = [rank for rank, (start, other, code) in enumerate(rows) if start == first
+              and (other, code) != (planned, digested)]  # fmt: skip
     if differ:
+        other = rows[differ[0]][1]
+        said = (f"rank 0 logs {_planned_steps(first, planned)}, rank {differ[0]} logs "
+                f"{_planned_steps(first, other)}" if other != planned else
+                f"rank 0 and rank {differ[0]} log the same steps up to step "
+                f"{first + PLAN_STEPS - 1}, not later ones (before step {first + PLAN_HORIZON})")
         raise GradlabError(
-            f"gradlab.Monitor: the ranks' Monitors log different steps from step {first}: rank "
-            f"0 logs {_planned_steps(first, planned)}, rank {differ[0]} logs "
-            f"{_planned_steps(first, rows[differ[0]][1])}; under torch.distributed every rank's "
-            "Monitor must log the same steps (the same every=, preset and quantities' "
-            "schedules): each would wait at a step another does not log until the process "
-            "group times out"
+            f"gradlab.Monitor: the ranks' Monitors log different steps from step {first}: "
+            f"{said}; under torch.distributed every rank's Monitor must log the same steps (the "
+            "same every=, preset and quantities' schedules): each would wait at a step another "
+            "does not log until the process group times out"
         )
     return first
 

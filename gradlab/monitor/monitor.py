@@ -24,6 +24,7 @@ writes one record. Run folders: :mod:`~gradlab.monitor.run_folder`; ``torch.dist
 
 from __future__ import annotations
 
+import hashlib
 import math
 import traceback
 import warnings
@@ -46,6 +47,7 @@ from gradlab.monitor.adapters import (
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.monitor.distributed import (
+    PLAN_HORIZON,
     PLAN_STEPS,
     StepAgreement,
     agree_on_step,
@@ -92,12 +94,21 @@ def _read_once(agreement: StepAgreement | None, batch: BatchView) -> bool:
             and not (batch.on_scores or batch.candidates is not None))  # fmt: skip
 
 
+def _defined_by(quantity: Quantity, attribute: str) -> str:
+    """The top-level package of the class that defines ``quantity``'s ``attribute`` (its
+    instance first): ``"gradlab"`` for gradlab's own, even in a subclass of yours."""
+    if attribute in vars(quantity):
+        return ""
+    owner = next((k for k in type(quantity).__mro__ if attribute in vars(k)), Quantity)
+    return owner.__module__.split(".")[0]
+
+
 def _due_or_not(quantity: Quantity, step: int) -> bool:
     """Whether ``quantity``'s schedule logs ``step``, False where it raises (a step ahead, for
     the ranks' plans: it is asked again, and disabled, when that step comes)."""
     try:
         return quantity.should_compute(step)
-    except Exception:
+    except Exception:  # any error of a schedule: reported when its step comes
         return False
 
 
@@ -730,10 +741,12 @@ class Monitor:
     def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
         """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
         device when there is one); warn once on a rank that was elsewhere."""
-        plan = sum(1 << k for k in range(PLAN_STEPS) if any(
-            q.name not in self.not_logged and _due_or_not(q, step + k) for q in self.quantities))
+        logs = [any(q.name not in self.not_logged and _due_or_not(q, step + k)
+                    for q in self.quantities) for k in range(PLAN_HORIZON)]  # fmt: skip
+        plan = sum(1 << k for k in range(PLAN_STEPS) if logs[k])
+        digest = int.from_bytes(hashlib.blake2b(bytes(logs), digest_size=7).digest(), "little")
         agreed = rank_zero_step(step, batch.embeddings.device if batch is not None else None,
-                                plan)  # fmt: skip
+                                plan, digest)  # fmt: skip
         if agreed != step:
             warnings.warn(
                 f"gradlab.Monitor: rank {torch.distributed.get_rank()} was at step {step} at its "
@@ -1125,7 +1138,7 @@ class Monitor:
                            for quantity, key, value in first)  # fmt: skip
         counters = " and ".join(f"monitor.not_finite[{q.name!r}]" for q, _, _ in first)
         logged = "it is logged as it is" if len(first) == 1 else "they are logged as they are"
-        yours = [q.name for q, _, _ in first if type(q).__module__.split(".")[0] != "gradlab"]
+        yours = [q.name for q, _, _ in first if _defined_by(q, "compute") != "gradlab"]
         where = (f"the compute() of {', '.join(yours)}" if len(yours) == len(first)
                  else f"the loss, or the compute() of {', '.join(yours)}" if yours
                  else "the loss")  # fmt: skip
@@ -1210,7 +1223,11 @@ class Monitor:
             changed.append(f"quantities {previous.get('quantities')} -> {run['quantities']}")
         if previous.get("inputs", run.get("inputs")) != run.get("inputs", previous.get("inputs")):
             changed.append(f"inputs {previous['inputs']} -> {run['inputs']}")  # both known
-        if previous.get("distributed") != run.get("distributed"):  # another global batch
+        def world(header: dict) -> object:  # whether a batch was gathered follows the data
+            distributed = header.get("distributed")
+            return distributed.get("world_size") if isinstance(distributed, dict) else None
+
+        if world(previous) != world(run):  # another global batch
             changed.append(f"distributed {previous.get('distributed')} -> "
                            f"{run.get('distributed')}")  # fmt: skip
         if changed:

@@ -934,8 +934,10 @@ def destinations(sink: Sink | str) -> tuple[str, ...]:
     TensorBoard sinks (each writes an event file of its own, and TensorBoard shows the event
     files of a folder as one run, each step twice); W&B or MLflow sinks with one key prefix,
     whatever their other options: both log into the tracker's one active run (a second sink
-    finds the run the first started), under the same keys. A sink of your own that declares no
-    ``patterns`` shares no destination.
+    finds the run the first started), under the same keys. A sink of your own shares a
+    destination only through ``patterns`` that name one file (a glob such as ``"*.npz"`` names
+    the files it may write, not where two sinks meet: sinks that write ``a.npz`` and ``b.npz``
+    are two); one that declares no ``patterns`` shares none.
 
     Example:
         >>> destinations("jsonl") == destinations(JSONLSink()), destinations(JSONLSink("a.jsonl"))
@@ -955,7 +957,8 @@ def _destinations(cls: type, patterns: tuple[str, ...], prefix: str | None) -> t
     if issubclass(cls, (WandbSink, MLflowSink)):
         tracker = "W&B" if issubclass(cls, WandbSink) else "MLflow"
         return (f"the {prefix + '*'!r} keys of the active {tracker} run",)
-    return tuple(f"{pattern!r} in log_dir" for pattern in patterns)
+    return tuple(f"{pattern!r} in log_dir" for pattern in patterns
+                 if not any(wild in pattern for wild in "*?["))  # one file, not a glob
 
 
 def _is_step(value: object) -> bool:

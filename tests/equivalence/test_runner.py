@@ -27,7 +27,7 @@ from gradlab.equivalence.runner import (
     run_step,
 )
 from gradlab.errors import GradlabError
-from tests.helpers.equivalence_workers import ReturnsVector
+from tests.helpers.equivalence_workers import RaisesUnrebuildable, ReturnsVector
 
 TEMPERATURE = 0.5
 TIGHT = 1e-13
@@ -468,3 +468,15 @@ def test_a_step_object_is_named_by_its_name_else_by_its_class(step, named):
         run_step(step, model, batch)
     assert str(raised.value) == (f"step {named} must return its loss (a number or a 0-d tensor) "
                                  "or None; got a tensor of shape [2]")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_refusal_the_parent_cannot_rebuild_is_reported_with_its_traceback():
+    # unpickling a GradlabError subclass whose __init__ takes two arguments raised TypeError
+    # in the parent, hiding the report
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(RuntimeError) as caught:
+        run_distributed([RaisesUnrebuildable()], model, batch, 2)
+    message = str(caught.value)
+    assert message.startswith("rank ") and " of the distributed run raised first:\n" in message
+    assert "UnrebuildableError: width is 3" in message and "Traceback" in message

@@ -34,6 +34,7 @@ from gradlab.equivalence import (
     process_rank,
     score_objective,
 )
+from gradlab.errors import GradlabError
 
 
 @dataclass
@@ -181,3 +182,17 @@ class ReturnsVector:
     def __call__(self, model, batch, probe):
         model(batch.query_inputs).sum().backward()
         return torch.ones(self.rows)
+
+
+class UnrebuildableError(GradlabError):
+    """A refusal whose __init__ takes two arguments: unpickling it calls __init__ with one."""
+
+    def __init__(self, name, value):
+        super().__init__(f"{name} is {value!r}")
+
+
+class RaisesUnrebuildable:
+    """A step that raises :class:`UnrebuildableError` (a subclass of a user's library)."""
+
+    def __call__(self, model, batch, probe):
+        raise UnrebuildableError("width", 3)

@@ -15,12 +15,12 @@ OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss,
 #                   checksum]
 
 
-START_LENGTH = 2  # [step, plan]: the exchange at a Monitor's first step
+START_LENGTH = 3  # [step, plan, digest]: the exchange at a Monitor's first step
 
 
 class MirrorRank:
     """Rank 1 holds this rank's values under another checksum; ``offers(step, offer)`` may
-    change what it offers. At the first step's exchange (``[step, plan]``) this rank plays
+    change what it offers. At the first step's exchange (``[step, plan, digest]``) this rank plays
     rank 0 unless ``rank_zero_start(mine)`` gives rank 0's row (this rank then plays rank 1);
     :attr:`starts` keeps what this rank offered there."""
 

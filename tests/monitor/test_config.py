@@ -170,6 +170,24 @@ def test_two_sink_objects_of_one_file_are_refused_and_of_two_files_log_each(tmp_
         assert len(headers) == 1 and [record["step"] for record in records] == [0, 1]
 
 
+def test_sinks_of_yours_whose_patterns_are_globs_are_two_sinks():
+    # two NpzSinks writing a.npz and b.npz were refused as both writing '*.npz'
+    from gradlab.monitor import Sink
+
+    class NpzSink(Sink):
+        patterns = ("*.npz",)
+
+        def __init__(self, name):
+            self.name = name
+
+        def write(self, record):
+            pass
+
+    options = MonitorConfig(sinks=["jsonl", NpzSink("a.npz"), NpzSink("b.npz")])
+    assert [type(sink).__name__ for sink in options.make_sinks()] == ["JSONLSink", "NpzSink",
+                                                                       "NpzSink"]  # fmt: skip
+
+
 def test_tracker_sinks_with_other_prefixes_are_taken_and_with_one_refused():
     pytest.importorskip("wandb")
     # other options do not matter: the second sink logs into the run the first started

@@ -534,7 +534,7 @@ def test_rank_zeros_step_travels_on_the_given_device_else_the_collectives(
 
     def all_gather(out, tensor, *args, **kwargs):
         sent.append(tensor.device.type)
-        out[0].copy_(torch.tensor([9, 1], device=tensor.device))  # rank 0's number and plan
+        out[0].copy_(torch.tensor([9, 1, 0], device=tensor.device))  # rank 0's step, plan, digest
 
     monkeypatch.setattr(torch.distributed, "all_gather", all_gather)
     with pytest.raises(RuntimeError, match="meta"):  # a meta tensor has no value to read back

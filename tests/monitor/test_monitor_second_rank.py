@@ -12,6 +12,7 @@ words, and how many collectives a logged step costs.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import warnings
 
@@ -262,7 +263,7 @@ def test_a_rank_elsewhere_at_its_first_step_takes_rank_zero_s_and_is_told_where(
 
     devices = []
 
-    def rank_zero_at_seven(step, device=None, plan=0):
+    def rank_zero_at_seven(step, device=None, plan=0, digest=0):
         devices.append(device)
         return 7
 
@@ -349,14 +350,14 @@ def test_the_header_names_the_world_size_and_a_resumption_on_another_warns(
 def test_a_rank_numbers_its_steps_as_rank_0_from_its_first_step(tmp_path, one_rank_group,
                                                                  monkeypatch):  # fmt: skip
     # this process plays rank 1, which resumed at step 0 while rank 0 resumed at step 5
-    rank1 = MirrorRank(monkeypatch, rank_zero_start=lambda mine: [5, mine[1]])
+    rank1 = MirrorRank(monkeypatch, rank_zero_start=lambda mine: [5, *mine[1:]])
     monkeypatch.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
     monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _train(monitor, steps=2)
         monitor.close()
-    assert [step for step, _ in rank1.starts] == [0]  # once, at the first step
+    assert [start[0] for start in rank1.starts] == [0]  # once, at the first step
     assert monitor.step_count == 7
     told = _runtime_warnings(caught)
     assert len(told) == 1
@@ -413,7 +414,7 @@ def test_a_rank_zero_that_logs_other_steps_is_refused_at_the_first_step(tmp_path
                                                                          monkeypatch):  # fmt: skip
     # this process plays rank 1 (every step); rank 0 logs every third step from step 0
     every_third = sum(1 << k for k in range(0, 62, 3))
-    MirrorRank(monkeypatch, rank_zero_start=lambda mine: [mine[0], every_third])
+    MirrorRank(monkeypatch, rank_zero_start=lambda mine: [mine[0], every_third, mine[2] + 1])
     monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
     with pytest.raises(gradlab.GradlabError) as raised:
         _train(monitor, steps=1)
@@ -423,3 +424,42 @@ def test_a_rank_zero_that_logs_other_steps_is_refused_at_the_first_step(tmp_path
         "torch.distributed every rank's Monitor must log the same steps (the same every=, "
         "preset and quantities' schedules): each would wait at a step another does not log "
         "until the process group times out")
+
+
+def test_ranks_that_part_after_the_first_62_steps_are_refused_too(tmp_path, one_rank_group,
+                                                                   monkeypatch):  # fmt: skip
+    # every=100 and every=200 log the same first 62 steps (step 0 alone), then part at 100
+    def rank_zero_every_200(mine):
+        logs = [k % 200 == 0 for k in range(4096)]
+        digest = int.from_bytes(hashlib.blake2b(bytes(logs), digest_size=7).digest(), "little")
+        return [mine[0], mine[1], digest]
+
+    rank1 = MirrorRank(monkeypatch, rank_zero_start=rank_zero_every_200)
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=100)
+    with pytest.raises(gradlab.GradlabError) as raised:
+        _train(monitor, steps=1)
+    assert rank1.starts[0][1] == 1  # the same first 62 steps: step 0 alone
+    assert str(raised.value) == (
+        "gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 and "
+        "rank 1 log the same steps up to step 61, not later ones (before step 4096); under "
+        "torch.distributed every rank's Monitor must log the same steps (the same every=, "
+        "preset and quantities' schedules): each would wait at a step another does not log "
+        "until the process group times out")
+
+
+def test_a_run_resumed_with_its_batch_read_once_is_no_other_setting(tmp_path, one_rank_group,
+                                                                    monkeypatch):  # fmt: skip
+    # "gathered" follows the data of a run's first step: a run written by an earlier gradlab
+    # (gathered: true) and resumed unchanged warned of "other settings"
+    with pytest.MonkeyPatch.context() as first:
+        MirrorRank(first)  # another batch on rank 1: gathered
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as one:
+            _train(one, 1)
+    MirrorRank(monkeypatch, lambda step, offer: [*offer[:-1], offer[-1] - 1])  # the same batch
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1, resume=True) as two:
+            _train(two, 1)
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [header["distributed"]["gathered"] for header in headers] == [True, False]
+    assert not [w for w in caught if "other settings" in str(w.message)]

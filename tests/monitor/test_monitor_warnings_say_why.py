@@ -363,3 +363,20 @@ def test_a_non_finite_value_of_a_quantity_of_yours_points_at_its_compute(tmp_pat
         "scores are finite: it is logged as it is (a log or a square root of 0, or a division "
         "by 0, in the compute() of spread?); later such steps are counted in "
         "monitor.not_finite['spread'] without a warning"]
+
+
+def test_a_subclass_of_gradlabs_loss_with_a_schedule_of_its_own_still_blames_the_loss(tmp_path):
+    # the subclass's module is yours, its compute gradlab's: the NaN is the loss's own
+    class EveryStepLoss(Loss):
+        pass
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[EveryStepLoss()]) as monitor:
+            loss_fn = monitor.watch(lambda embeddings, labels: embeddings.sum() * math.nan)
+            loss_fn(_embeddings(0), LABELS).backward()
+            monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
+        "logged as it is (a log or a square root of 0, or a division by 0, in the loss?); later "
+        "such steps are counted in monitor.not_finite['loss'] without a warning"]

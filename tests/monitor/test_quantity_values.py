@@ -595,3 +595,23 @@ def test_values_on_another_device_are_moved_to_the_step_s_in_a_copy():
     assert values["returns_value"].device.type == "cpu"
     same = {"returns_value": torch.tensor(0.5, dtype=torch.float64)}
     assert check_values(Returns(same), same, torch.device("cpu")) is same
+
+
+def test_a_misspelt_series_in_plots_set_by_init_is_refused_too(tmp_path):
+    # plots set on the instance read as the base class's (gradlab's): the typo was accepted
+    class Own(Quantity):
+        name, keys = "own", ("own_a", "own_b")
+
+        def __init__(self):
+            super().__init__()
+            self.plots = (Plot("own", "Own", "v", (("own_a", "a"), ("own_bb", "b"))),)
+
+        def compute(self, batch):
+            return {}
+
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[Own()])
+    assert str(raised.value) == (
+        "the own quantity (Own) draws 'own_bb' in its plot family 'own', not a key it declares "
+        "('own_a', 'own_b'): a series of an undeclared key is never logged, so never drawn "
+        "(a typo?)")
