@@ -380,7 +380,8 @@ MONITOR_TESTS = {
               "tests/monitor/test_sinks.py", "tests/monitor/test_sink_roundtrip.py",
               *_SINK_FAULTS,
               "tests/monitor/test_sinks_remote.py", "tests/monitor/test_runs.py",
-              "tests/monitor/test_monitor_defaults.py"],
+              "tests/monitor/test_monitor_defaults.py",
+              "tests/monitor/test_config.py"],  # sinks that write one destination, refused,
 }  # fmt: skip
 """Each module of ``gradlab/monitor/`` -> the test files that cover it (no compile, sync or
 overhead tests: slow, and they check costs, not values)."""

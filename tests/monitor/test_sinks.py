@@ -535,3 +535,20 @@ def test_stepped_headers_are_those_a_record_follows_and_every_header_is_listed(t
     assert [header["run"] for header in stepped_jsonl_headers(log)] == [3, 4]
     assert [header["run"] for header in jsonl_headers(log)] == [1, 2, 3, 4]
     assert stepped_jsonl_headers(tmp_path) == [{"run": 3}, {"run": 4}]  # the run folder
+
+
+def test_a_sink_is_located_at_its_file_else_at_the_log_folder(tmp_path):
+    """Where a fault's warning says a sink writes: its file in log_dir, else log_dir."""
+    from gradlab.monitor import Sink
+
+    class Folder(Sink):
+        def write(self, record):
+            pass
+
+    class NotAName(Folder):
+        filename = 3  # no file name: the folder
+
+    assert JSONLSink().location(tmp_path) == str(tmp_path / "metrics.jsonl")
+    assert CSVSink("log.csv").location(tmp_path) == str(tmp_path / "log.csv")
+    assert Folder().location(tmp_path) == str(tmp_path)
+    assert NotAName().location(tmp_path) == str(tmp_path)
