@@ -9,8 +9,7 @@ import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.functional import blackbox_ap, blackbox_ap_loss
-
-SYNC_POINTS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
+from tests.helpers.host_reads import host_reads
 
 
 def _cross_modal():
@@ -31,20 +30,7 @@ def _message(call) -> str:
 
 
 def _host_reads(monkeypatch, call) -> int:
-    calls = []
-    for name in SYNC_POINTS:
-        original = getattr(torch.Tensor, name)
-
-        def spy(self, *args, _name=name, _original=original, **kwargs):
-            calls.append(_name)
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, name, spy)
-    try:
-        call()
-    finally:
-        monkeypatch.undo()
-    return len(calls)
+    return len(host_reads(monkeypatch, call))
 
 
 def test_a_wrongly_shaped_or_placed_candidate_mask_is_refused_by_name():
