@@ -463,3 +463,19 @@ def test_a_run_resumed_with_its_batch_read_once_is_no_other_setting(tmp_path, on
     headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [header["distributed"]["gathered"] for header in headers] == [True, False]
     assert not [w for w in caught if "other settings" in str(w.message)]
+
+
+@pytest.mark.parametrize(("plan", "said"), [
+    (0, "no step"),  # none of the first 62
+    (0b11111, "steps 0, 1, 2, 3, 4"),  # five: all of them, no ellipsis
+    (0b111111, "steps 0, 1, 2, 3, 4, ..."),  # six: the first five
+])  # fmt: skip
+def test_the_refusal_names_the_steps_rank_0_would_log(tmp_path, one_rank_group, monkeypatch,
+                                                      plan, said):  # fmt: skip
+    MirrorRank(monkeypatch, rank_zero_start=lambda mine: [mine[0], plan, mine[2] + 1])
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+    with pytest.raises(gradlab.GradlabError) as raised:
+        _train(monitor, steps=1)
+    assert str(raised.value).startswith(
+        f"gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 logs "
+        f"{said}, rank 1 logs steps 0, 1, 2, 3, 4, ...; under torch.distributed")

@@ -505,6 +505,11 @@ def test_a_quantized_value_is_named_as_one(tmp_path):
          "the own quantity (Own) draws 'own_bb' in its plot family 'own', not a key it "
          "declares ('own_a', 'own_b'): a series of an undeclared key is never logged, so never "
          "drawn (a typo?)"),
+        (dict(keys=("own_a",), plots=(Plot("own", "Own", "v", (
+            ("own_a", "a"), ("own_x", "x"), ("own_y", "y"))),)),
+         "the own quantity (Own) draws 'own_x', 'own_y' in its plot family 'own', not a key it "
+         "declares ('own_a',): a series of an undeclared key is never logged, so never drawn "
+         "(a typo?)"),
     ],
 )
 def test_more_declarations_the_monitor_cannot_act_on(tmp_path, declared, message):
