@@ -892,7 +892,8 @@ WRAPPERS = ("outside_autocast", "positional_candidate_mask", "renamed_keyword",
 a deprecated argument form read, a check's errors made a failed verdict). mutmut leaves every
 decorated function out (a decorator may have side effects when the function is copied); a
 function decorated by these only is mutated like any other: mutmut's trampoline keeps the
-decorators, and each mutant is the decorated function with one change in its body."""
+decorators, and its copies (the original and each mutant, one change in its body) lose them
+(:func:`mutate_wrapped_functions`), so that a wrapper runs once per call."""
 
 
 def wrapped_only(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

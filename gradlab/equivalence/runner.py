@@ -358,8 +358,9 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
 def _save_refusal(path: Path, error: GradlabError) -> None:
     """Keep a process's :class:`GradlabError` for the parent (left out if it cannot be
     pickled: the parent then reports its traceback)."""
-    try:  # an exception pickles without its traceback: the live one keeps it
-        path.write_bytes(pickle.dumps(error))
+    try:  # an exception pickles without its traceback: the live one keeps it; its message
+        # travels beside it, to tell a faithful rebuild (_first_refusal)
+        path.write_bytes(pickle.dumps((str(error), error)))
     except Exception:  # one that cannot be pickled: the parent reports its traceback
         pass
 
@@ -375,15 +376,18 @@ def _errors(folder: str) -> list[tuple[float, int, str]]:
 
 def _first_refusal(folder: str) -> GradlabError | None:
     """The :class:`GradlabError` of the process that raised first (a refusal that names the
-    argument, raised again as it is), or None when that process raised anything else."""
+    argument, raised again as it is), or None when that process raised anything else or its
+    error does not come back as it was (the parent then reports the traceback)."""
     errors = _errors(folder)
     path = Path(folder, f"refusal-{errors[0][1]}.pickle") if errors else None
     if path is None or not path.is_file():
         return None
     try:
-        return pickle.loads(path.read_bytes())
+        message, error = pickle.loads(path.read_bytes())
     except Exception:  # a subclass that cannot be rebuilt: the traceback reports it
         return None
+    # a subclass whose __init__ formats its message is rebuilt with another: the traceback
+    return error if str(error) == message else None
 
 
 def _first_error(folder: str) -> str | None:

@@ -1198,6 +1198,7 @@ class Monitor:
             run["inputs"] = sorted({adapter.inputs for adapter in self._adapters})
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
+                                  "mode": self.distributed,
                                   "gathered": self._gathers() and not read_once}  # fmt: skip
         self._warn_if_resumed_otherwise(run, first_step)
         try:
@@ -1223,11 +1224,16 @@ class Monitor:
             changed.append(f"quantities {previous.get('quantities')} -> {run['quantities']}")
         if previous.get("inputs", run.get("inputs")) != run.get("inputs", previous.get("inputs")):
             changed.append(f"inputs {previous['inputs']} -> {run['inputs']}")  # both known
-        def world(header: dict) -> object:  # whether a batch was gathered follows the data
+        def world(header: dict) -> tuple | None:  # "gathered" follows the data: not compared
             distributed = header.get("distributed")
-            return distributed.get("world_size") if isinstance(distributed, dict) else None
+            if not isinstance(distributed, dict):
+                return None
+            return distributed.get("world_size"), distributed.get("mode")
 
-        if world(previous) != world(run):  # another global batch
+        before_world, after_world = world(previous), world(run)
+        if before_world is not None and after_world is not None and before_world[1] is None:
+            after_world = (after_world[0], None)  # a header of an earlier gradlab: no mode
+        if before_world != after_world:  # another global batch, or rank 0's own
             changed.append(f"distributed {previous.get('distributed')} -> "
                            f"{run.get('distributed')}")  # fmt: skip
         if changed:

@@ -372,9 +372,10 @@ def check_declaration(quantity: Quantity) -> None:
                            "gradlab.monitor.Plot")  # fmt: skip
     # gradlab's own families may draw a key only a variant logs (the weighted counts); the
     # families a quantity of yours declares draw declared keys only (a typo draws nothing)
-    declared_by = next((k for k in type(quantity).__mro__ if "plots" in vars(k)), Quantity)
-    own = "plots" not in vars(quantity) and declared_by.__module__.split(".")[0] == "gradlab"
+    gradlabs = {id(plot) for k in type(quantity).__mro__  # the families gradlab declared
+                if k.__module__.split(".")[0] == "gradlab" for plot in vars(k).get("plots", ())}
     for plot in plots:
+        own = id(plot) in gradlabs
         undeclared = [key for key in plot.keys if key not in keys]
         if plot.keys and len(undeclared) == len(plot.keys):
             raise GradlabError(

@@ -948,6 +948,10 @@ def destinations(sink: Sink | str) -> tuple[str, ...]:
         if cls in (JSONLSink, CSVSink):  # needs no extra: made as the name makes it
             return destinations(cls())
         return _destinations(cls, cls.patterns, _PREFIX)
+    filename = getattr(sink, "filename", None)  # a file sink's one file, whatever its name
+    if isinstance(filename, str) and not isinstance(sink, (TensorBoardSink, WandbSink,
+                                                           MLflowSink)):  # fmt: skip
+        return (f"{filename!r} in log_dir",)
     return _destinations(type(sink), sink.patterns, getattr(sink, "prefix", None))
 
 

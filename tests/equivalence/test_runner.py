@@ -27,7 +27,11 @@ from gradlab.equivalence.runner import (
     run_step,
 )
 from gradlab.errors import GradlabError
-from tests.helpers.equivalence_workers import RaisesUnrebuildable, ReturnsVector
+from tests.helpers.equivalence_workers import (
+    RaisesUnrebuildable,
+    RaisesWidthError,
+    ReturnsVector,
+)
 
 TEMPERATURE = 0.5
 TIGHT = 1e-13
@@ -471,12 +475,14 @@ def test_a_step_object_is_named_by_its_name_else_by_its_class(step, named):
 
 
 @pytest.mark.slow
-def test_a_refusal_the_parent_cannot_rebuild_is_reported_with_its_traceback():
-    # unpickling a GradlabError subclass whose __init__ takes two arguments raised TypeError
-    # in the parent, hiding the report
+@pytest.mark.parametrize(("step", "said"), [
+    (RaisesUnrebuildable(), "UnrebuildableError: width is 3"),  # unpickling raised TypeError
+    (RaisesWidthError(), "WidthError: width must be even; got 3"),  # came back formatted twice
+])  # fmt: skip
+def test_a_refusal_the_parent_cannot_rebuild_is_reported_with_its_traceback(step, said):
     model, batch = synthetic_problem(batch_size=4)
     with pytest.raises(RuntimeError) as caught:
-        run_distributed([RaisesUnrebuildable()], model, batch, 2)
+        run_distributed([step], model, batch, 2)
     message = str(caught.value)
     assert message.startswith("rank ") and " of the distributed run raised first:\n" in message
-    assert "UnrebuildableError: width is 3" in message and "Traceback" in message
+    assert said in message and "Traceback" in message

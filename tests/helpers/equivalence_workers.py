@@ -196,3 +196,17 @@ class RaisesUnrebuildable:
 
     def __call__(self, model, batch, probe):
         raise UnrebuildableError("width", 3)
+
+
+class WidthError(GradlabError):
+    """A refusal whose __init__ formats its message: unpickled, it formats it twice."""
+
+    def __init__(self, width):
+        super().__init__(f"width must be even; got {width}")
+
+
+class RaisesWidthError:
+    """A step that raises :class:`WidthError`."""
+
+    def __call__(self, model, batch, probe):
+        raise WidthError(3)

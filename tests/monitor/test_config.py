@@ -170,6 +170,14 @@ def test_two_sink_objects_of_one_file_are_refused_and_of_two_files_log_each(tmp_
         assert len(headers) == 1 and [record["step"] for record in records] == [0, 1]
 
 
+@pytest.mark.parametrize("name", ["run[1].jsonl", "run?.jsonl"])
+def test_two_file_sinks_of_one_file_named_like_a_glob_are_refused(tmp_path, name):
+    with pytest.raises(GradlabError) as caught:
+        Monitor(tmp_path / "run", sinks=[JSONLSink(name), JSONLSink(name)])
+    assert str(caught.value) == (f"{ONCE}sinks[0] (a JSONLSink) and sinks[1] (a JSONLSink), "
+                                 f"which both write {name!r} in log_dir; keep one of them")
+
+
 def test_sinks_of_yours_whose_patterns_are_globs_are_two_sinks():
     # two NpzSinks writing a.npz and b.npz were refused as both writing '*.npz'
     from gradlab.monitor import Sink

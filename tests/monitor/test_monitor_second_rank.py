@@ -214,7 +214,7 @@ def test_the_header_of_a_batch_every_rank_holds_alike_says_it_was_not_gathered(
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1]
     assert [header.get("distributed") for header in headers] == [
-        {"world_size": 2, "gathered": False}]  # fmt: skip
+        {"world_size": 2, "mode": "auto", "gathered": False}]  # fmt: skip
 
 
 def test_the_last_step_logged_at_close_reads_a_batch_held_alike_once(tmp_path, one_rank_group,
@@ -341,10 +341,11 @@ def test_the_header_names_the_world_size_and_a_resumption_on_another_warns(
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1]
     assert [header.get("distributed") for header in headers] == [
-        {"world_size": 1, "gathered": True}, {"world_size": 2, "gathered": True}]  # fmt: skip
+        {"world_size": 1, "mode": "auto", "gathered": True},
+        {"world_size": 2, "mode": "auto", "gathered": True}]  # fmt: skip
     told = [str(w.message) for w in caught if w.category is UserWarning]
     assert len(told) == 1 and "with other settings (distributed {'world_size': 1" in told[0]
-    assert "-> {'world_size': 2, 'gathered': True})" in told[0]
+    assert "-> {'world_size': 2, 'mode': 'auto', 'gathered': True})" in told[0]
 
 
 def test_a_rank_numbers_its_steps_as_rank_0_from_its_first_step(tmp_path, one_rank_group,
@@ -479,3 +480,20 @@ def test_the_refusal_names_the_steps_rank_0_would_log(tmp_path, one_rank_group, 
     assert str(raised.value).startswith(
         f"gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 logs "
         f"{said}, rank 1 logs steps 0, 1, 2, 3, 4, ...; under torch.distributed")
+
+
+def test_a_run_resumed_with_distributed_local_is_another_setting(tmp_path, one_rank_group,
+                                                                  monkeypatch):  # fmt: skip
+    # from the global batch to rank 0's own: the records are not comparable
+    MirrorRank(monkeypatch)
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as one:
+        _train(one, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1, resume=True,
+                             distributed="local") as two:  # fmt: skip
+            _train(two, 1)
+    told = [str(w.message) for w in caught if "other settings" in str(w.message)]
+    assert len(told) == 1 and ("distributed {'world_size': 2, 'mode': 'auto', 'gathered': "
+                               "True} -> {'world_size': 2, 'mode': 'local', 'gathered': "
+                               "False}") in told[0]  # fmt: skip

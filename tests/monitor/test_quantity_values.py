@@ -620,3 +620,21 @@ def test_a_misspelt_series_in_plots_set_by_init_is_refused_too(tmp_path):
         "the own quantity (Own) draws 'own_bb' in its plot family 'own', not a key it declares "
         "('own_a', 'own_b'): a series of an undeclared key is never logged, so never drawn "
         "(a typo?)")
+
+
+def test_a_subclass_that_adds_a_family_to_gradlabs_keeps_gradlabs_families(tmp_path):
+    # gradlab's families draw keys only a variant logs (the weighted counts): extended at class
+    # level, they were refused as the subclass's own; the added family is checked
+    from gradlab.monitor import GradientCounts
+
+    class More(GradientCounts):
+        plots = (*GradientCounts.plots, Plot("more", "More", "v",
+                                             (("gradient_count_mean", "mean"),)))
+
+    Monitor(tmp_path / "ok", quantities=[More()]).close()
+
+    class Misspelt(GradientCounts):
+        plots = (*GradientCounts.plots, Plot("more", "More", "v", (("gradient_count_mea", "m"),)))
+
+    with pytest.raises(GradlabError, match=r"draws 'gradient_count_mea' in its plot family "):
+        Monitor(tmp_path / "bad", quantities=[Misspelt()])

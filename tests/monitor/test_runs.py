@@ -654,7 +654,7 @@ def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, r
     request.getfixturevalue("one_rank_group")  # the resumed run under torch.distributed
     monitor = Monitor(folder, quantities=[Loss(every(1))], resume=True)
     with pytest.warns(UserWarning, match=r"other settings \(distributed None -> \{'world_size': "
-                                         r"1, 'gathered': (True|False)\}\)"):  # fmt: skip
+                                         r"1, 'mode': 'auto', 'gathered': True\}\)"):  # fmt: skip
         train(monitor, steps=1)
     monitor.close()
 
