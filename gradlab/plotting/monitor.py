@@ -150,36 +150,37 @@ def _mixed_taus(
             "them")
 """The figure families of gradlab's quantities, in drawing order."""
 
+def _at_the_default_tau(run_headers: list[dict]) -> bool:
+    """Whether every stepped header of a run says it was logged at gradlab's default tau
+    (``config.tau_from`` is ``"default"``: a loss without a sigmoid, NT-Xent or
+    MultipleNegativesRankingLoss, and no ``tau`` given to the Monitor)."""
+    return all(isinstance(header, dict) and isinstance(header.get("config"), dict)
+               and header["config"].get("tau_from") == "default"
+               for header in run_headers)  # fmt: skip
+
+
 def _default_tau(headers: list[list[dict]]) -> float | None:
-    """The tau every run drawn was logged at when none of them had one from its loss or from
-    the Monitor's ``tau`` argument (their stepped ``headers``' ``config``: ``tau_from`` is
-    ``"default"``, as for a loss without a sigmoid, NT-Xent or MultipleNegativesRankingLoss),
-    else None."""
-    taus = set()
-    for run_headers in headers:
-        for header in run_headers:
-            config = header.get("config") if isinstance(header, dict) else None
-            if not isinstance(config, dict) or config.get("tau_from") != "default":
-                return None
-            tau = config.get("tau")
-            if not isinstance(tau, (int, float)) or isinstance(tau, bool):
-                return None
-            taus.add(float(tau))
-    return taus.pop() if len(taus) == 1 else None
+    """The tau every run drawn was logged at when each was logged at the default one
+    (:func:`_at_the_default_tau` of their stepped ``headers``), else None."""
+    if not all(_at_the_default_tau(run_headers) for run_headers in headers):
+        return None
+    taus = {header["config"].get("tau") for run_headers in headers for header in run_headers}
+    if len(taus) != 1:
+        return None
+    tau = taus.pop()
+    return float(tau) if isinstance(tau, (int, float)) and not isinstance(tau, bool) else None
 
 
 def _some_at_the_default_tau(
     headers: list[list[dict]], names: list[str], families: list[str]
 ) -> str | None:
     """What to say when some of the runs drawn, not all, were logged at gradlab's default tau
-    by a loss without a sigmoid (their stepped ``headers``' ``config.tau_from`` is
-    ``"default"``) and ``families`` of :data:`TAU_FAMILIES` are drawn, or None."""
+    (:func:`_at_the_default_tau`) and ``families`` of :data:`TAU_FAMILIES` are drawn, or
+    None."""
     if not families:
         return None
     at_default = [name for run_headers, name in zip(headers, names, strict=True)
-                  if run_headers and all(isinstance(h, dict) and isinstance(h.get("config"), dict)
-                                         and h["config"].get("tau_from") == "default"
-                                         for h in run_headers)]  # fmt: skip
+                  if run_headers and _at_the_default_tau(run_headers)]  # fmt: skip
     if not at_default or len(at_default) == len(names):
         return None
     runs = ", ".join(at_default)

@@ -1431,3 +1431,13 @@ def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau
                     "sigmoid at gradlab's default tau, not that loss's gradient, and do not "
                     "compare with the other runs'"]
     assert not any("default tau" in title for title in titles)
+
+
+def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_path,
+                                                                             monkeypatch):
+    smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
+    gradlab.Monitor(tmp_path / "empty").close()  # a header, no logged step: drawn without
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, [smooth, tmp_path / "empty"], out=tmp_path / "figs")
+    _close(figures)
+    assert not [w for w in caught if "without a sigmoid tau" in str(w.message)]
