@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import glob
 import importlib
 import inspect
 import io
@@ -204,7 +205,7 @@ class JSONLSink(Sink):
 
     def __init__(self, filename: str = "metrics.jsonl") -> None:
         self.filename = filename
-        self.patterns = (filename,)
+        self.patterns = (glob.escape(filename),)  # the very name, not a glob
         self.handle = None
 
     def last_step(self, log_dir: Path) -> int | None:
@@ -369,7 +370,7 @@ class CSVSink(Sink):
 
     def __init__(self, filename: str = "metrics.csv") -> None:
         self.filename = filename
-        self.patterns = (filename,)
+        self.patterns = (glob.escape(filename),)  # the very name, not a glob
         self.handle = None
         self.writer = None
         self.columns: list[str] | None = None  # the header of a reopened file

@@ -299,6 +299,22 @@ def test_a_previous_run_is_refused_with_its_files_and_the_choices(tmp_path):
     )
 
 
+@pytest.mark.parametrize("sink", [JSONLSink, gradlab.monitor.CSVSink])
+def test_a_previous_run_in_a_file_named_like_a_glob_is_found(tmp_path, sink):
+    # "run[1].jsonl" as a glob matches "run1.jsonl", not itself: the run it held was not seen,
+    # and a new run was appended to it
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run[1].log").write_text('{"header": {}}\n{"step": 0, "loss": 0.5}\n')
+    with pytest.raises(GradlabError) as raised:
+        RunFolder(run, [sink("run[1].log")], resume=False, overwrite=False)
+    assert str(raised.value) == (
+        f"log_dir {str(run)!r} already holds a run (run[1].log); pass resume=True to continue "
+        "it, overwrite=True to replace it, or choose a new log_dir")
+    (run / "run[1].log").rename(run / "run1.log")  # only a file of the very name is the run's
+    RunFolder(run, [sink("run[1].log")], resume=False, overwrite=False).close()
+
+
 @pytest.mark.parametrize("files", [{"metrics.jsonl": '{"header": {}}\n'},
                                    {"metrics.jsonl": "", "metrics.csv": "step,loss\n"}])
 def test_a_previous_run_that_logged_no_step_is_said_to_be_replaced_losing_nothing(
