@@ -383,7 +383,7 @@ class Monitor:
                 return loss_fn(*args, **kwargs)
             try:
                 due = self._count_call()
-                if not due:  # off schedule: only the call
+                if not due and not self._read_for_the_group():  # off schedule: only the call
                     loss = loss_fn(*args, **kwargs)
                     # close() may read it for the last step: a change in place since then
                     # (an optimizer step on an embedding table) shows in the version counters
@@ -521,7 +521,7 @@ class Monitor:
             if self._behind_a_training_call():  # an evaluation forward: passed through
                 return
             due = self._count_call()
-            if due:
+            if due or self._read_for_the_group():
                 current = labels() if callable(labels) else labels
                 self._capture((output, current), {}, None, ATTACH_ADAPTER, due=due)
 
@@ -555,10 +555,23 @@ class Monitor:
         step, disabled = self.step_count, self.disabled
         return [q for q in self.quantities if q.name not in disabled and self._asked(q, step)]
 
+    def _read_for_the_group(self) -> bool:
+        """Whether this rank reads its batch though none of its enabled quantities is due:
+        under torch.distributed (``distributed="auto"``) a quantity disabled on this rank alone
+        (its ``compute`` raised here) is still logged by rank 0, which gathers every rank's
+        batch on the steps its schedule logs."""
+        if not self.disabled or not self._gathers():
+            return False
+        step, disabled = self.step_count, self.disabled
+        return any(_due_or_not(q, step) for q in self.quantities
+                   if q.name in disabled and q.name not in self.not_logged)  # fmt: skip
+
     def _wanted(self) -> set[str]:
-        """What the enabled quantities need (a gradient is hooked when one of them reads it)."""
-        disabled = self.disabled
-        return set().union(*(q.needs for q in self.quantities if q.name not in disabled))
+        """What the enabled quantities need (a gradient is hooked when one of them reads it);
+        under torch.distributed the disabled ones too: rank 0 may log one disabled on this rank
+        alone, and every rank offers the same gradients to gather."""
+        skipped = {} if self._gathers() else self.disabled
+        return set().union(*(q.needs for q in self.quantities if q.name not in skipped))
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
                  due: list[Quantity], wanted: set[str] | None = None):  # fmt: skip

@@ -204,3 +204,48 @@ def schedule_worker(rank: int, world: int, init_file: str, out_dir: str) -> None
     with open(os.path.join(out_dir, f"schedule_{rank}.json"), "w") as handle:
         json.dump({"error": error}, handle)
     torch.distributed.destroy_process_group()
+
+
+class RowsSeen(gradlab.monitor.Quantity):
+    """The rows of the step's batch (the global batch under torch.distributed); raises on
+    rank 1 at :data:`FAULT_STEP` (a quantity that fails on one rank's data)."""
+
+    name = "rows_seen"
+    needs = frozenset({"embeddings"})
+    keys = ("rows_seen",)
+
+    def compute(self, batch):
+        rank = torch.distributed.get_rank()
+        if rank == 1 and self.step == FAULT_STEP:
+            raise RuntimeError("injected failure in a quantity on rank 1")
+        return {"rows_seen": torch.tensor(float(batch.embeddings.shape[0]))}
+
+
+def disabled_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """The loss is logged at steps 0 and 1 only, :class:`RowsSeen` at every step; it raises on
+    rank 1 at step 1 and is disabled there alone. Writes ``disabled_<rank>.json`` (the
+    warnings, the skipped steps)."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    torch.manual_seed(0)
+    model = EmbeddingMLP(32, 8)
+    rows = RowsSeen(lambda step: True)
+    quantities = [gradlab.monitor.quantities.Loss(lambda step: step < 2), rows]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(os.path.join(out_dir, "run"), quantities=quantities)
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for step in range(STEPS):
+            rows.step = step
+            images, labels = rank_step_batch(rank, step)
+            loss_fn(model(images), labels).backward()
+            model.zero_grad()
+            monitor.step()
+        monitor.close(log_last_step=False)
+        seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
+    with open(os.path.join(out_dir, f"disabled_{rank}.json"), "w") as handle:
+        json.dump({"warnings": seen, "skipped_steps": monitor.skipped_steps}, handle)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

@@ -20,6 +20,7 @@ from tests.helpers.distributed_faults import (
     FAULT_STEP,
     STEPS,
     close_after_destroy_worker,
+    disabled_worker,
     fault_worker,
     restart_worker,
     schedule_worker,
@@ -195,3 +196,22 @@ def test_ranks_whose_monitors_log_different_steps_are_refused_at_once(tmp_path):
                 "does not log until the process group times out")
     assert errors == [expected, expected]
     assert time.monotonic() - started < 30  # the process group's own timeout: no wait for it
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_one_rank_is_still_logged_by_rank_0(tmp_path):
+    """RowsSeen raises on rank 1 at step 1 and is disabled there alone; from step 2 it is the
+    only quantity due. Rank 1 read no batch for it then, and every such step was skipped on
+    both ranks ("rank 1 has no batch"), though rank 0 logs it: rank 1 now reads the batch
+    for rank 0 to gather."""
+    _spawn(disabled_worker, (str(tmp_path / "init"), str(tmp_path)), "a disabled quantity")
+    ranks = [json.loads((tmp_path / f"disabled_{rank}.json").read_text()) for rank in range(2)]
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    rows = 2 * 8  # both ranks' batches, gathered
+    assert [(r["step"], r.get("loss") is not None, r["rows_seen"]) for r in records] == [
+        (0, True, rows), (1, True, rows), (2, False, rows), (3, False, rows)]
+    assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
+    assert ranks[0]["warnings"] == []
+    assert [w.split("\n")[0] for w in ranks[1]["warnings"]] == [
+        "gradlab.Monitor: quantity 'rows_seen' raised and is disabled (strict=True raises "
+        "instead):"]
