@@ -729,17 +729,42 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
         )
     temperature = smooth_ap_temperature(loss_fn)
     kind = None if temperature is None else "include_query"  # PML's query is its own candidate
+    elsewhere = _scored_elsewhere(loss_fn)
     adapter = embedding_adapter(
-        loss_fn, recording_distance(loss_fn), loss_kind=kind,
+        loss_fn, None if elsewhere else recording_distance(loss_fn), loss_kind=kind,
         read_tau=None if temperature is None else lambda: smooth_ap_temperature(loss_fn),
     )  # fmt: skip
-    inner = getattr(loss_fn, "loss", None)  # CrossBatchMemory's loss, called on its memory
-    if adapter.recorder is None and inner is not None and recording_distance(inner) is not None:
-        adapter.missing["score_grad"] = (
-            f"{adapter.name} scores the batch against its memory through its inner loss "
-            f"{loss_name(inner)}, and the anatomy reads only a batch scored against itself"
-        )
+    if elsewhere:
+        adapter.missing["score_grad"] = f"{adapter.name} {elsewhere}"
     return adapter
+
+
+_ONE_MATRIX = "the anatomy reads only a batch scored against itself"
+
+
+def _scored_elsewhere(loss_fn: object) -> str | None:
+    """Why a pytorch-metric-learning loss never hands the Monitor an in-batch score matrix
+    (a recording distance would not change that), or None: it scores the batch against class
+    weights (PML's ``WeightMixin``: ProxyAnchor, ProxyNCA, SoftTriple, the ArcFace family), its
+    pairs' anchors against their positives (NPairs), its memory (CrossBatchMemory), or sums
+    several losses (MultipleLosses)."""
+    from pytorch_metric_learning import losses
+
+    weighted = getattr(getattr(losses, "mixins", None), "WeightMixin", None)
+    if weighted is not None and isinstance(loss_fn, weighted):
+        return (f"scores the batch against its class weights (proxies), not against itself, "
+                f"and {_ONE_MATRIX}")  # fmt: skip
+    if isinstance(loss_fn, losses.NPairsLoss):
+        return (f"scores the anchors of its pairs against their positives, not the batch "
+                f"against itself, and {_ONE_MATRIX}")  # fmt: skip
+    if isinstance(loss_fn, losses.CrossBatchMemory):
+        return (f"scores the batch against its memory through its inner loss "
+                f"{loss_name(loss_fn.loss)}, and {_ONE_MATRIX}")  # fmt: skip
+    if isinstance(loss_fn, losses.MultipleLosses):
+        return ("sums the losses it holds, and the anatomy reads the score matrix of one loss: "
+                "watch an in-batch loss on its own, given "
+                "distance=gradlab.interop.pml.RecordingCosineSimilarity()")  # fmt: skip
+    return None
 
 
 def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:

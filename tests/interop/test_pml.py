@@ -147,20 +147,15 @@ def test_the_last_step_logged_at_close_does_not_say_its_loss_scored_nothing(tmp_
     assert "anatomy_active_negatives_mean" not in records[1]  # no gradient at close
 
 
-@pytest.mark.parametrize("against", ["ref_emb", "proxies"])
-def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path, against):
+def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path):
     """The batch's labels [0, 0, 1, 1] against references labelled [1, 1, 0, 0]: the matrix is
-    square, but row i's positives are the references of its label, not the batch's; and a
-    proxy loss scores the batch against its proxies. Neither is an in-batch matrix."""
+    square, but row i's positives are the references of its label, not the batch's: no
+    in-batch matrix. (A proxy loss, which never scores the batch against itself, is told at
+    watch(): test_a_loss_that_never_scores_the_batch_against_itself_says_so.)"""
     embeddings, _ = _batch(size=4)
     labels = torch.tensor([0, 0, 1, 1])
-    if against == "ref_emb":
-        loss = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
-        extra = {"ref_emb": _batch(seed=1, size=4)[0], "ref_labels": torch.tensor([1, 1, 0, 0])}
-    else:
-        loss = pml_losses.ProxyAnchorLoss(2, 5, distance=RecordingCosineSimilarity())
-        loss = loss.to(torch.float64)
-        extra = {}
+    loss = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
+    extra = {"ref_emb": _batch(seed=1, size=4)[0], "ref_labels": torch.tensor([1, 1, 0, 0])}
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
         loss_fn = monitor.watch(loss)
         for step in range(2):
@@ -173,11 +168,9 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
             if step == 0:
                 assert len(caught) == 1 and caught[0].filename == __file__
                 assert caught[0].category is RuntimeWarning
-                name = type(loss).__name__
-                shape = [4, 4] if against == "ref_emb" else [4, 2]  # 2 proxies, one per class
                 assert str(caught[0].message) == (
-                    f"gradlab.Monitor: the watched loss {name} scored the batch against "
-                    f"another set (a {shape} matrix: ref_emb, proxies or a memory), not against "
+                    "gradlab.Monitor: the watched loss NTXentLoss scored the batch against "
+                    "another set (a [4, 4] matrix: ref_emb, proxies or a memory), not against "
                     "itself; the anatomy reads the in-batch matrix only, so it is not logged for "
                     "such calls (later ones are not warned about)")
             else:
@@ -294,6 +287,41 @@ def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path, n
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
         monitor.watch(getattr(pml_losses, name)())
     assert monitor.not_logged["anatomy"] == ADVICE.format(name=name, more=more)
+
+
+NEVER_IN_BATCH = "needs dL/dS of the loss's score matrix; the watched loss {name} {why}"
+"""What not_logged["anatomy"] says of a PML loss that never scores the batch against itself."""
+
+
+@pytest.mark.parametrize(("make", "why"), [
+    # the advice to give them RecordingCosineSimilarity() led to a warning that they score the
+    # batch against another set, and still no anatomy
+    (lambda: pml_losses.ProxyAnchorLoss(4, 8),
+     "scores the batch against its class weights (proxies), not against itself, and the "
+     "anatomy reads only a batch scored against itself"),
+    (lambda: pml_losses.ProxyAnchorLoss(4, 8, distance=RecordingCosineSimilarity()),
+     "scores the batch against its class weights (proxies), not against itself, and the "
+     "anatomy reads only a batch scored against itself"),
+    (lambda: pml_losses.ArcFaceLoss(4, 8, distance=RecordingCosineSimilarity()),
+     "scores the batch against its class weights (proxies), not against itself, and the "
+     "anatomy reads only a batch scored against itself"),
+    (lambda: pml_losses.NPairsLoss(),
+     "scores the anchors of its pairs against their positives, not the batch against itself, "
+     "and the anatomy reads only a batch scored against itself"),
+    (lambda: pml_losses.CrossBatchMemory(pml_losses.ContrastiveLoss(), 8, memory_size=32),
+     "scores the batch against its memory through its inner loss ContrastiveLoss, and the "
+     "anatomy reads only a batch scored against itself"),
+    (lambda: pml_losses.MultipleLosses([pml_losses.TripletMarginLoss(
+        distance=RecordingCosineSimilarity()), pml_losses.ContrastiveLoss()]),
+     "sums the losses it holds, and the anatomy reads the score matrix of one loss: watch an "
+     "in-batch loss on its own, given distance=gradlab.interop.pml.RecordingCosineSimilarity()"),
+])  # fmt: skip
+def test_a_loss_that_never_scores_the_batch_against_itself_says_so(tmp_path, make, why):
+    loss = make()
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(loss)
+    assert monitor.not_logged["anatomy"] == NEVER_IN_BATCH.format(name=type(loss).__name__,
+                                                                  why=why)  # fmt: skip
 
 
 def test_the_integrations_pages_advice_for_lp_distance_logs_what_it_says(tmp_path):
