@@ -341,3 +341,40 @@ def test_a_meta_tensor_is_refused_by_name_before_the_domain_check_reads_it():
         logarithmic_integral(torch.full((3,), 2.0, device="meta"))
     assert str(caught.value) == ("x is a meta tensor (a shape without values); pass a tensor on "
                                  "a real device (cpu, cuda, ...)")  # fmt: skip
+
+
+def _mp_gap(kind: str, method: str, a: float, b: float) -> float:
+    """The stand-in of ``kind`` from ``a`` to ``b`` with mpmath at 50 digits (no torch)."""
+    with mpmath.workdps(50):
+        a, b = mpmath.mpf(a), mpmath.mpf(b)
+        if kind == "harmonic":
+            return float({"exact": lambda: mpmath.digamma(b + 1) - mpmath.digamma(a + 1),
+                          "log": lambda: mpmath.log(b / a),
+                          "midpoint": lambda: mpmath.log((b + 0.5) / (a + 0.5))}[method]())
+        shift = {"exact": None, "log": 1, "midpoint": 1.5}[method]
+        if shift is None:  # integer ends: the partial sums themselves
+            return float(mpmath.fsum(1 / mpmath.log(t + 1, 2) for t in range(int(a) + 1,
+                                                                               int(b) + 1)))
+        return float(mpmath.log(2) * (mpmath.li(b + shift) - mpmath.li(a + shift)))
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize(("kind", "gap", "rate", "starts"), [
+    ("harmonic", harmonic_gap, harmonic_rate, (1e3, 1e5, 1.6e7)),
+    ("discount", discount_gap, discount_rate, (1e3, 1e5, 9e6)),
+])  # fmt: skip
+def test_float32_counts_give_gaps_and_rates_to_float32_rounding(kind, gap, rate, starts, method):
+    """Each stand-in is a difference of two values that grow with the counts: computed in
+    float32, the gap of one item at a = 1e5 was 4.6 % off, at a = 1.6e7 it was 0."""
+    counts = (1.0, 5.0) + ((0.3,) if method != "exact" or kind == "harmonic" else ())
+    a = torch.tensor([start for start in starts for _ in counts])
+    count = torch.tensor([c for _ in starts for c in counts])  # exact in float32, as a is
+    b = a + count  # rounded to float32 (1e5 + 0.3 is 100000.3046875): the gap's own ends
+    gaps = torch.tensor([_mp_gap(kind, method, float(x), float(y))
+                         for x, y in zip(a, b, strict=True)], dtype=torch.float64)
+    # the rate's bin ends at a + count exactly (its sum is taken in float64)
+    rates = torch.tensor([_mp_gap(kind, method, float(x), float(x) + float(c)) / float(c)
+                          for x, c in zip(a, count, strict=True)], dtype=torch.float64)
+    for got, want in ((gap(a, b, method), gaps), (rate(a, count, method), rates)):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), want, rtol=2 ** -22, atol=0.0)
