@@ -448,6 +448,29 @@ def test_ranks_that_part_after_the_first_62_steps_are_refused_too(tmp_path, one_
         "until the process group times out")
 
 
+def test_ranks_with_one_schedule_agree_on_its_steps_past_the_first_62(tmp_path, one_rank_group,
+                                                                      monkeypatch):  # fmt: skip
+    # rank 0 offers the plan and digest of the same schedule (steps 0 and 73 of every 200,
+    # so that steps counted backwards would differ), computed here as the protocol states
+    # them: the first 62 steps as bits, then a blake2b of the first 4096 as bytes
+    from gradlab.monitor.quantities import Loss
+
+    def schedule(step: int) -> bool:
+        return step % 200 in (0, 73)
+
+    def rank_zero_alike(mine):
+        logs = [schedule(k) for k in range(4096)]
+        plan = sum(1 << k for k in range(62) if logs[k])
+        digest = int.from_bytes(hashlib.blake2b(bytes(logs), digest_size=7).digest(), "little")
+        return [0, plan, digest]
+
+    rank1 = MirrorRank(monkeypatch, rank_zero_start=rank_zero_alike)
+    with gradlab.Monitor(tmp_path / "run", quantities=[Loss(schedule)]) as monitor:
+        _train(monitor, steps=1)
+    assert rank1.starts[0] == rank_zero_alike(None)  # this rank offered the same
+    assert [r["step"] for r in read_jsonl(tmp_path / "run" / "metrics.jsonl")[1]] == [0]
+
+
 def test_a_run_resumed_with_its_batch_read_once_is_no_other_setting(tmp_path, one_rank_group,
                                                                     monkeypatch):  # fmt: skip
     # "gathered" follows the data of a run's first step: a run written by an earlier gradlab

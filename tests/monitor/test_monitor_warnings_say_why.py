@@ -365,6 +365,53 @@ def test_a_non_finite_value_of_a_quantity_of_yours_points_at_its_compute(tmp_pat
         "monitor.not_finite['spread'] without a warning"]
 
 
+class _ZeroOverZero(gradlab.monitor.Quantity):
+    needs = frozenset({"embeddings"})
+    warns_if_not_finite = True
+
+    def compute(self, batch):
+        zero = batch.embeddings.new_zeros(())
+        return {self.keys[0]: zero / zero}  # 0 / 0: a bug of its own
+
+
+class _Spread(_ZeroOverZero):
+    name, keys = "spread", ("spread_ratio",)
+
+
+class _Skew(_ZeroOverZero):
+    name, keys = "skew", ("skew_ratio",)
+
+
+def _nan_loss(embeddings, labels):
+    return (embeddings * 0.0).sum() + math.nan  # NaN, with a finite (zero) gradient
+
+
+@pytest.mark.parametrize(("loss", "quantities", "values", "where", "counters"), [
+    (gradlab.SmoothAPLoss(0.05), [_Spread, _Skew],
+     "spread_ratio (of spread) is nan, skew_ratio (of skew) is nan",
+     "the compute() of spread, skew",
+     "monitor.not_finite['spread'] and monitor.not_finite['skew']"),
+    (_nan_loss, [Loss, _Spread, _Skew],
+     "loss is nan, spread_ratio (of spread) is nan, skew_ratio (of skew) is nan",
+     "the loss, or the compute() of spread, skew",
+     "monitor.not_finite['loss'] and monitor.not_finite['spread'] and "
+     "monitor.not_finite['skew']"),
+])  # fmt: skip
+def test_non_finite_values_of_several_quantities_are_said_in_one_warning(
+    tmp_path, loss, quantities, values, where, counters
+):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[q() for q in quantities]) as monitor:
+            loss_fn = monitor.watch(loss)
+            loss_fn(_embeddings(0).requires_grad_(True), LABELS).backward()
+            monitor.step()
+    assert _runtime_warnings(caught) == [
+        f"gradlab.Monitor: step 0: {values} while the embeddings and scores are finite: they "
+        f"are logged as they are (a log or a square root of 0, or a division by 0, in {where}?); "
+        f"later such steps are counted in {counters} without a warning"]
+
+
 def test_a_subclass_of_gradlabs_loss_with_a_schedule_of_its_own_still_blames_the_loss(tmp_path):
     # the subclass's module is yours, its compute gradlab's: the NaN is the loss's own
     class EveryStepLoss(Loss):

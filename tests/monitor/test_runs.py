@@ -760,3 +760,55 @@ def test_stale_files_and_the_current_ones_are_listed_each(tmp_path):
         "'c.jsonl' ends at step 19: a file left out of a resumption that went back to a "
         "checkpoint. If the run did get there (resumed later without the JSONL sink), set "
         "monitor.step_count before the first step"]
+
+
+def test_a_run_resumed_through_attach_is_not_said_to_read_its_losses_otherwise(tmp_path):
+    # attach() reads the embeddings as a watched loss on embeddings does: a resumed run of the
+    # same quantities and tau warns of nothing
+    from gradlab.monitor.quantities import EmbeddingNorms
+
+    with Monitor(tmp_path, quantities=[EmbeddingNorms(every(1))]) as monitor:
+        train(monitor, steps=1)
+    model = torch.nn.Linear(4, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[EmbeddingNorms(every(1))], tau=0.05,  # the loss's
+                     resume=True) as monitor:
+            monitor.attach(model, torch.arange(6) % 2)
+            model(torch.randn(6, 4)).sum().backward()
+            monitor.step()
+    assert not [str(w.message) for w in caught if "resume=True" in str(w.message)]
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [header.get("inputs") for header in headers] == [["embeddings"], ["embeddings"]]
+    assert [record["step"] for record in records] == [0, 1]
+
+
+def test_a_run_of_an_earlier_gradlab_without_a_distributed_mode_resumes_alike(tmp_path,
+                                                                             one_rank_group):
+    # its header names the world size alone: the same world size is no other setting
+    import json
+
+    from gradlab.monitor.quantities import Loss
+
+    with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
+        train(monitor, steps=1)
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["header"]["distributed"] = {"world_size": 1, "gathered": True}
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Loss(every(1))], resume=True) as monitor:
+            train(monitor, steps=1)
+    assert not [str(w.message) for w in caught if "resume=True" in str(w.message)]
+
+
+def test_a_distributed_run_closed_before_its_first_step_says_it_would_gather(tmp_path,
+                                                                            one_rank_group):
+    # no batch was read once: the header of a run that logged nothing keeps the mode's word
+    with Monitor(tmp_path, preset="cheap") as monitor:
+        monitor.watch(gradlab.SmoothAPLoss(0.05))
+    (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert header["distributed"] == {"world_size": 1, "mode": "auto", "gathered": True}
+    assert records == []
