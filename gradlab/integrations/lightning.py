@@ -57,13 +57,13 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import TRAINER_PACKAGES, Monitor
-from gradlab.monitor.sinks import Sink, scalars
+from gradlab.monitor.sinks import SINKS, Sink, scalars
 from gradlab.monitor.watched import watched_like, watching_call
 
 try:
     from lightning.pytorch import Callback
     from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra("lightning", "lightning", "gradlab.integrations.lightning") from error
 
@@ -72,6 +72,10 @@ __all__ = ["DEFAULT_FOLDER", "GradlabCallback", "TrainerLoggersSink"]
 DEFAULT_FOLDER = "gradlab_logs"
 """The Monitor's folder under ``trainer.log_dir`` (never ``gradlab``: it would shadow the
 package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
+
+
+LOGGED_BACKENDS = {"tensorboard": TensorBoardLogger, "wandb": WandbLogger, "mlflow": MLFlowLogger}
+"""The Monitor's sinks whose backend a Lightning logger also writes to."""
 
 
 def _tuner_search(trainer: Any) -> bool:
@@ -327,6 +331,7 @@ class GradlabCallback(Callback):
         self._refuse_a_twin(trainer, Path(folder))
         sinks = list(options.sinks)
         if self.forward_to_loggers:
+            self._warn_logged_twice(trainer, sinks)
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
         try:
             self.monitor = Monitor.from_config(folder, replace(options, sinks=sinks))
@@ -334,6 +339,27 @@ class GradlabCallback(Callback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self._last_fit = (weakref.ref(trainer), Path(folder))
+
+    def _warn_logged_twice(self, trainer, sinks: list) -> None:
+        """Warn when a sink of the Monitor and one of the Trainer's loggers write to one backend
+        (a ``"wandb"`` sink beside a ``WandbLogger``): every record is forwarded to the loggers
+        already, so each value would be logged twice per step (in W&B twice in one run, in
+        MLflow in two runs)."""
+        named = {name for name, kind in SINKS.items() for sink in sinks
+                 if sink == name or isinstance(sink, kind)}  # fmt: skip
+        loggers = list(getattr(trainer, "loggers", None) or [])
+        both = [(name, type(logger).__name__) for name, kind in LOGGED_BACKENDS.items()
+                if name in named for logger in loggers if isinstance(logger, kind)]  # fmt: skip
+        if both and is_rank_zero():
+            warnings.warn(
+                f"GradlabCallback: sinks {sorted({name for name, _ in both})} and the "
+                f"Trainer's {', '.join(sorted({kind for _, kind in both}))} both send "
+                "gradlab's values to the same backend, so each is logged twice per step: the "
+                "callback forwards every record to the Trainer's loggers already; drop those "
+                "sinks (or pass forward_to_loggers=False)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
+            )
 
     def _refuse_a_twin(self, trainer, folder: Path) -> None:
         """Refuse a second callback of ``trainer`` writing to the folder of one set up before

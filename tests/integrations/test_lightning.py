@@ -484,3 +484,36 @@ def test_a_loss_weighted_by_zero_under_fit_is_said_at_the_fit_call(tmp_path):
         "gradlab.Monitor: step 0: the watched loss reached backward multiplied by 0 (a loss "
         "weight of 0?), so embedding_grad_norm read a zero gradient, not the loss's own (later "
         "such steps are not warned about)", __file__)]
+
+
+@pytest.mark.usefixtures("offline_trackers")
+@pytest.mark.parametrize(("sinks", "forward", "said"), [
+    (["jsonl", "wandb"], True, ["wandb"]),
+    (["jsonl", "tensorboard"], True, ["tensorboard"]),
+    (["jsonl", "csv"], True, []),  # Lightning's CSVLogger is no sink's backend
+    (["jsonl", "wandb"], False, []),  # nothing forwarded: the sink alone writes to W&B
+])  # fmt: skip
+def test_a_sink_beside_a_logger_of_its_backend_warns_that_each_value_is_logged_twice(
+    tmp_path, sinks, forward, said
+):
+    # sinks=["wandb"] beside a WandbLogger logged every value twice in the one W&B run, the
+    # sink's copy at the logger's previous step, silently
+    pytest.importorskip("wandb")
+    from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+
+    loggers = [CSVLogger(tmp_path), TensorBoardLogger(tmp_path / "tb"),
+               WandbLogger(project="p", offline=True, save_dir=str(tmp_path))]  # fmt: skip
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", sinks=sinks,
+                               forward_to_loggers=forward)  # fmt: skip
+    trainer = quiet_trainer(max_steps=1, callbacks=[callback], logger=loggers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.setup(trainer, None, "fit")
+    callback.monitor.close()
+    told = [str(w.message) for w in caught if "twice per step" in str(w.message)]
+    expected = {"wandb": "WandbLogger", "tensorboard": "TensorBoardLogger"}
+    assert told == [
+        f"GradlabCallback: sinks {said} and the Trainer's {expected[name]} both send gradlab's "
+        "values to the same backend, so each is logged twice per step: the callback forwards "
+        "every record to the Trainer's loggers already; drop those sinks (or pass "
+        "forward_to_loggers=False)" for name in said]
