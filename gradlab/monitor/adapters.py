@@ -159,6 +159,9 @@ class LossAdapter:
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
     _warned_other_matrix: bool = field(default=False, init=False, repr=False, compare=False)
     _warned_not_scored: bool = field(default=False, init=False, repr=False, compare=False)
+    inapplicable: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    """Quantities that do not apply to this loss though their needs are met, and why (an
+    integration that knows the loss says; :meth:`not_applicable`)."""
     form_assumed: bool = field(default=False, repr=False, compare=False)
     """The loss declares no ``input_form`` and ``watch`` was given no ``inputs``: embeddings
     are assumed (a square first argument with labels is then named once, :meth:`read`)."""
@@ -199,6 +202,8 @@ class LossAdapter:
         Example:
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
         """
+        if name in self.inapplicable:
+            return self.inapplicable[name]
         if name == "gradient_agreement" and self._cross_modal:
             return ("reads in-batch calls only, and the watched loss was called on queries "
                     "against candidates=, whose share of the analytic gradient is not read")
@@ -736,7 +741,16 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
     )  # fmt: skip
     if elsewhere:
         adapter.missing["score_grad"] = f"{adapter.name} {elsewhere}"
+    if type(loss_fn).__name__ not in PML_INFO_NCE:
+        adapter.inapplicable["chance_level"] = (
+            f"does not apply to {loss_name(loss_fn)}: it is no mean of InfoNCE terms, so ln C "
+            "is not its chance level")  # fmt: skip
     return adapter
+
+
+PML_INFO_NCE = frozenset({"NTXentLoss", "SupConLoss"})
+"""pytorch-metric-learning's losses that are means of InfoNCE terms (a softmax of each anchor's
+positive against the batch): the only ones :class:`~gradlab.monitor.ChanceLevel` reads."""
 
 
 _ONE_MATRIX = "the anatomy reads only a batch scored against itself"

@@ -212,7 +212,10 @@ class ChanceLevel(Quantity):
     that one, 1 for a mean), else 1. Other losses have other chance levels: this quantity is
     not in a preset, and is not logged for a gradlab loss that declares no InfoNCE mean (VSE++'s
     triplet loss, SigLIP's sigmoid loss, NT-Xent with ``reduction="sum"``, the AP losses on
-    embeddings: SmoothAP, FastAP, FAPPY, Blackbox AP). Neither key reads the
+    embeddings: SmoothAP, FastAP, FAPPY, Blackbox AP), nor for a pytorch-metric-learning loss
+    other than ``SupConLoss`` and ``NTXentLoss`` (whose chance level is ``ln C`` only with one
+    positive per item, pairs of views; with ``m`` items per class it is ``ln(C - m + 2)``).
+    Neither key reads the
     scores' values (``chance_level`` is ``ln C`` of their shape, ``loss_minus_chance`` the loss
     as it is logged): on a step whose scores are not finite both keep their value
     (:attr:`Quantity.input_free_keys`).

@@ -617,3 +617,34 @@ def test_chance_level_and_temperature_say_when_pml_ntxent_has_several_positives(
         for what, other in (("chance_level (ln C)", "another, ln(negatives + 1)"),
                             ("temperature_log_scale_grad", "another dL/d log s")))
     assert record["chance_level"] == pytest.approx(math.log(23))  # as documented: ln C
+
+
+@pytest.mark.parametrize("name", ["TripletMarginLoss", "ContrastiveLoss", "MultiSimilarityLoss"])
+def test_the_chance_level_is_not_logged_for_a_loss_that_is_no_info_nce_mean(tmp_path, name):
+    # it logged ln C beside a margin loss, as if the loss sat there when it learned nothing
+    from gradlab.monitor import ChanceLevel
+
+    with Monitor(tmp_path / "run", quantities=[ChanceLevel(every(1))]) as monitor:
+        monitor.watch(getattr(pml_losses, name)())
+    assert monitor.not_logged["chance_level"] == (
+        f"does not apply to {name}: it is no mean of InfoNCE terms, so ln C is not its chance "
+        "level")
+
+
+@pytest.mark.parametrize(("name", "class_size"), [("SupConLoss", 3), ("NTXentLoss", 2)])
+def test_an_info_nce_loss_that_learned_nothing_sits_at_its_chance_level(tmp_path, name,
+                                                                        class_size):
+    # every embedding alike: every score alike, the loss ln C with C = B - 1 candidates
+    # (NT-Xent's with one positive per item, pairs of views)
+    from gradlab.monitor import ChanceLevel
+
+    size = 12
+    with Monitor(tmp_path / "run", quantities=[ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(getattr(pml_losses, name)())
+        loss = loss_fn(torch.ones(size, 8, requires_grad=True),
+                       torch.arange(size) // class_size)  # fmt: skip
+        loss.backward()
+        record = monitor.step()
+    assert float(loss) == pytest.approx(math.log(size - 1), rel=1e-6)
+    assert record["chance_level"] == pytest.approx(math.log(size - 1), rel=1e-12)
+    assert record["loss_minus_chance"] == pytest.approx(0.0, abs=1e-6)
