@@ -45,6 +45,26 @@ full ones."""
 QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Suspects)
 """gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
+def _named_instead(quantities: object) -> str:
+    """What a list of quantities given by name should hold instead: each name's class, called
+    (names that are no quantity of gradlab's are listed against those that are)."""
+    if isinstance(quantities, str) or not isinstance(quantities, Sequence):
+        return ""
+    names = [q for q in quantities if isinstance(q, str)]
+    if not names:
+        return ""
+    classes = {cls.name: cls.__name__ for cls in QUANTITIES}
+    known = [f"gradlab.monitor.{classes[name]}() for {name!r}" for name in names
+             if name in classes]  # fmt: skip
+    unknown = [name for name in names if name not in classes]
+    said = f" (a quantity is an object: pass {', '.join(known)}" if known else " ("
+    if unknown:
+        said += ("; " if known else "") + (f"{', '.join(map(repr, unknown))} "
+                                          f"{'is' if len(unknown) == 1 else 'are'} no quantity "
+                                          f"of gradlab's, whose names are {sorted(classes)}")
+    return said + ")"
+
+
 GRADLAB_PLOTS = {plot.family: (cls, plot) for cls in reversed(QUANTITIES) for plot in cls.plots}
 """Family -> (the gradlab quantity class that declares it first, its declaration)."""
 
@@ -217,7 +237,8 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
         )
     if isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
             not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip
-        raise GradlabError(f"quantities must be a list of Quantity instances; got {quantities!r}")
+        raise GradlabError(f"quantities must be a list of Quantity instances; got "
+                           f"{quantities!r}{_named_instead(quantities)}")  # fmt: skip
     if not quantities:
         raise GradlabError(
             "quantities must hold at least one Quantity (the loss alone: "

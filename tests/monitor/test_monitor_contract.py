@@ -127,6 +127,22 @@ def test_quantities_that_are_not_a_list_are_refused(tmp_path, make_quantities):
     )
 
 
+def test_quantities_given_by_name_are_refused_naming_the_classes(tmp_path):
+    # "a quantity you pass by name": the names are those of monitor.not_logged, the classes
+    # what quantities= takes
+    import gradlab.monitor as monitor_package
+
+    names = sorted(cls.name for cls in monitor_package.QUANTITIES)
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=["anatomy", "margins", "margin"])
+    assert str(raised.value) == (
+        "quantities must be a list of Quantity instances; got ['anatomy', 'margins', 'margin'] "
+        "(a quantity is an object: pass gradlab.monitor.Anatomy() for 'anatomy', "
+        "gradlab.monitor.Margins() for 'margins'; 'margin' is no quantity of gradlab's, whose "
+        f"names are {names})")
+    assert monitor_package.Anatomy.name == "anatomy" and monitor_package.Margins.name == "margins"
+
+
 def test_every_replaces_the_schedules_of_explicit_quantities(tmp_path):
     with Monitor(tmp_path, quantities=[Loss(every(5))], every=2) as monitor:
         train(monitor, steps=5)
