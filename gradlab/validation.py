@@ -613,6 +613,9 @@ def check_tensor(
     """
     if not isinstance(value, torch.Tensor):
         raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+    if value.is_nested:  # rows of several lengths: no shape to check, no [Q, C] to rank
+        raise GradlabError(f"{name} must be a dense tensor; got a nested tensor (pad its rows "
+                           "to one length, or call once per length)")  # fmt: skip
     if value.dim() not in ndims:
         allowed = " or ".join(f"{n}-D" for n in ndims)
         raise GradlabError(f"{name} must be {allowed}; got shape {tuple(value.shape)}")

@@ -374,3 +374,14 @@ def test_a_positive_number_refuses_zero_and_a_non_negative_one_takes_it():
 def test_number_text_is_short_where_that_is_the_value_and_exact_elsewhere(value, expected):
     assert number_text(value) == expected
     assert float(expected) == value or value != value  # what is shown reads back as the value
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("layout", [torch.strided, torch.jagged])
+def test_a_nested_tensor_is_refused_as_such(layout):
+    # rows of two lengths: torch's "NestedTensorImpl doesn't support sizes" came out of the
+    # shape check (strided), or a refusal naming a layout (jagged)
+    nested = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(3, 3)], layout=layout)
+    assert _refusal(lambda: check_tensor("scores", nested, ndims=(2,), kind="float")) == (
+        "scores must be a dense tensor; got a nested tensor (pad its rows to one length, or call "
+        "once per length)")

@@ -295,6 +295,10 @@ def smooth_ap_loss(
     validate = check_bool("validate", validate)
     tau = check_temperature("tau", tau)  # before the scores are made: a [Q, C] product
     check_optional_callable("on_degenerate", on_degenerate)
+    if extra and isinstance(extra[0], (int, float)) and not isinstance(extra[0], bool):
+        raise GradlabError(  # smooth_ap(scores, positives, tau) takes it third
+            f"{name} takes tau by keyword: {name}(embeddings, labels, tau={extra[0]!r}); got "
+            f"{count_noun(2 + len(extra), 'positional argument')}, the third {extra[0]!r}")
     in_batch = check_call_form(name, labels, extra, candidates, positives)
     if include_query and not in_batch:  # no query is a candidate of its own there
         raise GradlabError(

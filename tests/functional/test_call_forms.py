@@ -72,3 +72,14 @@ def test_a_positional_only_argument_given_by_name_gets_no_keyword_advice():
         scaled(scores=torch.ones(2))
     assert str(caught.value) == ("scaled(scores, /, *, scale=1.0): 'scores' parameter is "
                                  "positional only, but was passed as a keyword")
+
+
+@pytest.mark.parametrize("tau", [0.01, 1])
+def test_smooth_ap_loss_given_tau_third_says_tau_is_taken_by_keyword(tau):
+    # as smooth_ap(scores, positives, tau) takes it; the refusal spoke of the cross-modal form
+    embeddings, labels = torch.randn(4, 3), torch.arange(4) % 2
+    with pytest.raises(GradlabError) as raised:
+        F.smooth_ap_loss(embeddings, labels, tau)
+    assert str(raised.value) == (
+        f"smooth_ap_loss takes tau by keyword: smooth_ap_loss(embeddings, labels, tau={tau!r}); "
+        f"got 3 positional arguments, the third {tau!r}")
