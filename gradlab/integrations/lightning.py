@@ -205,6 +205,7 @@ class GradlabCallback(Callback):
         self._warned_unattached = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys the module logs itself, under gradlab's names
+        self._stepped = False  # whether Lightning ever ran on_before_optimizer_step's step()
         # The Trainer (weakly) and the folder of the last fit: its next fit goes on there.
         self._last_fit: tuple[weakref.ref, Path] | None = None
 
@@ -317,7 +318,7 @@ class GradlabCallback(Callback):
         if stage != "fit":
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
-        self._trainer = trainer
+        self._trainer, self._stepped = trainer, False
         if _tuner_search(trainer):  # lr_find / scale_batch_size: no training to log
             return
         options = self.options
@@ -419,11 +420,35 @@ class GradlabCallback(Callback):
             self._warn_closed_during_training(monitor)
             return
         record = monitor.step()
+        self._stepped = True
         if record is not None and self.forward_to_loggers and not self._warned_taken:
             self._warn_taken_keys(trainer, record)
 
     def on_train_end(self, trainer, pl_module) -> None:
+        monitor = self.monitor
+        if (monitor is not None and monitor.calls and not monitor.closed and not self._stepped
+                and getattr(pl_module, "automatic_optimization", True) is False):  # fmt: skip
+            self._warn_never_stepped(monitor)
+            with warnings.catch_warnings():  # the Monitor's own, said above with its cause
+                warnings.filterwarnings("ignore", message=r"gradlab\.Monitor: \d+ watched "
+                                        r"call\(s\) but monitor\.step\(\) was never called")
+                self._close(log_last_step=True)
+            return
         self._close(log_last_step=True)
+
+    @staticmethod
+    def _warn_never_stepped(monitor: Monitor) -> None:
+        """Warn that a fit under manual optimization made watched calls but never reached
+        ``on_before_optimizer_step``, where the callback steps the Monitor."""
+        warnings.warn(
+            f"GradlabCallback: {monitor.calls} watched call(s) but Lightning never called "
+            "on_before_optimizer_step, where the callback steps the Monitor, so nothing was "
+            f"logged in {str(monitor.log_dir)!r}: under manual optimization step the "
+            "LightningOptimizer that self.optimizers() returns (optimizer.step()), not the "
+            "optimizer itself (self.optimizers(use_pl_optimizer=False))",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
+        )
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._close(log_last_step=True)

@@ -212,7 +212,8 @@ def test_a_second_fit_into_the_same_log_dir_is_refused(tmp_path):
     def fit(**options):
         callback = GradlabCallback(tmp_path / "run", preset="cheap", **options)
         module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
-        quiet_trainer(max_steps=3, callbacks=[callback], logger=False).fit(module, loader(3))
+        # the raw optimizer moves no global_step: max_steps would never be reached
+        quiet_trainer(max_epochs=1, callbacks=[callback], logger=False).fit(module, loader(3))
 
     fit()
     with pytest.raises(GradlabError, match=r"resume=True.*overwrite=True.*\(resume and "
@@ -517,3 +518,47 @@ def test_a_sink_beside_a_logger_of_its_backend_warns_that_each_value_is_logged_t
         "values to the same backend, so each is logged twice per step: the callback forwards "
         "every record to the Trainer's loggers already; drop those sinks (or pass "
         "forward_to_loggers=False)" for name in said]
+
+
+class _ManualRetrieval(LitRetrieval):
+    """Manual optimization; ``raw``: the optimizer itself is stepped, not Lightning's wrapper."""
+
+    def __init__(self, loss_fn, raw: bool):
+        super().__init__(loss_fn)
+        self.automatic_optimization = False
+        self.raw = raw
+
+    def training_step(self, batch, batch_idx):
+        optimizer = self.optimizers(use_pl_optimizer=not self.raw)
+        images, labels = batch
+        loss = self.loss_fn(self.net(images), labels)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_manual_optimization_that_steps_the_raw_optimizer_is_told_why_nothing_is_logged(
+    tmp_path, raw
+):
+    # the only word was the Monitor's "monitor.step() was never called", of a Monitor the
+    # callback's user never holds
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = _ManualRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), raw)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # the raw optimizer moves no global_step: max_steps would never be reached
+        quiet_trainer(max_epochs=1, callbacks=[callback], logger=False).fit(module, loader(3))
+    told = [str(w.message) for w in caught if "gradlab" in str(w.message).lower()
+            and "never" in str(w.message)]  # fmt: skip
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    if not raw:  # Lightning's optimizer runs the hook: every step logged
+        assert told == [] and [r["step"] for r in records] == [0, 1, 2]
+        return
+    assert records == []
+    assert told == [
+        "GradlabCallback: 3 watched call(s) but Lightning never called on_before_optimizer_step, "
+        "where the callback steps the Monitor, so nothing was logged in "
+        f"{str(tmp_path / 'run')!r}: under manual optimization step the LightningOptimizer that "
+        "self.optimizers() returns (optimizer.step()), not the optimizer itself "
+        "(self.optimizers(use_pl_optimizer=False))"]
