@@ -206,3 +206,19 @@ def test_tracker_sinks_with_other_prefixes_are_taken_and_with_one_refused():
                                  "keep one of them")  # fmt: skip
     options = MonitorConfig(sinks=["wandb", WandbSink(prefix="probe/")])
     assert [type(sink).__name__ for sink in options.make_sinks()] == ["WandbSink", "WandbSink"]
+
+
+def test_sinks_of_yours_that_name_one_file_are_refused_together():
+    # a pattern without a wildcard names the one file the sink writes
+    from gradlab.monitor import Sink
+
+    class ExportSink(Sink):
+        patterns = ("EXPORT.npz",)
+
+        def write(self, record):
+            pass
+
+    with pytest.raises(GradlabError) as caught:
+        MonitorConfig(sinks=["jsonl", ExportSink(), ExportSink()])
+    assert str(caught.value) == (f"{ONCE}sinks[1] (a ExportSink) and sinks[2] (a ExportSink), "
+                                 "which both write 'EXPORT.npz' in log_dir; keep one of them")

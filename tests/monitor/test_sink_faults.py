@@ -743,3 +743,20 @@ def test_a_csv_new_in_a_resumed_run_gets_the_runs_earlier_records(tmp_path, befo
     assert [int(row["step"]) for row in rows] == [r["step"] for r in records]
     assert len(rows) == before + 2
     assert [float(row["loss"]) for row in rows] == [r["loss"] for r in records]
+
+
+@pytest.mark.parametrize("full", [J, C])
+def test_the_fault_warning_names_the_file_that_could_not_be_written(tmp_path, disk, full):
+    # the folder alone was checked: a warning naming log_dir instead of the file passed
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _train(monitor, disk, range(3), {1: {full}})
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    path = str(tmp_path / full)
+    assert messages == [
+        f"gradlab.Monitor: could not write the record of step 1 ({full} ({path!r}): {ENOSPC}: "
+        f"{path!r}). Training goes on: a record that cannot be written is dropped "
+        "(monitor.dropped_records counts them per sink), the sink is tried again at every "
+        "logged step and the first record it takes notes the steps it missed (dropped_steps); "
+        "later faults of the same sink are not reported again (strict=True raises instead)"]
