@@ -812,3 +812,15 @@ def test_a_distributed_run_closed_before_its_first_step_says_it_would_gather(tmp
     (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
     assert header["distributed"] == {"world_size": 1, "mode": "auto", "gathered": True}
     assert records == []
+
+
+def test_an_event_file_too_short_to_hold_a_header_is_no_run(tmp_path):
+    # a file cut short (or another writer's, empty) named as gradlab named its event files
+    # before they ended with ".gradlab": no header in it, so no run of gradlab's
+    stub = tmp_path / "events.out.tfevents.1700000000.host.1.0"
+    stub.write_bytes(b"\x00" * 11)  # less than one record's frame (12 bytes)
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=1)
+    (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert "overwrote" not in header and [record["step"] for record in records] == [0]
+    assert stub.read_bytes() == b"\x00" * 11
