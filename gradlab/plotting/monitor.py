@@ -400,9 +400,15 @@ def _in_step_order(records: list[dict], set_back: list[tuple[int, int, int]]) ->
 
 
 def _set_back(log: Path, places: list[tuple[int, int, int]]) -> str:
-    """The one warning of a log whose steps go back within a run (:func:`_in_step_order`)."""
+    """The one warning of a log whose steps go back, or repeat, within a run (the first of
+    ``places`` worded; :func:`_in_step_order`)."""
     (before, step, replaced), more = places[0], len(places) - 1
     others = f" (and {more} more such place{'s' if more > 1 else ''})" if more else ""
+    if step == before:  # nothing went back: the step is logged again right after itself
+        return (f"{log}: step {step} is logged twice in a row within one run (a repeat; the "
+                f"steps do not go back){others}: monitor.step_count was set back by one, or "
+                f"the step was trained again with the same Monitor; the later record replaces "
+                f"the earlier one, so the line follows the training that went on")
     return (f"{log}: its steps go back within one run, from step {before} to step {step}"
             f"{others}: monitor.step_count was set back, or training went back to an earlier "
             f"checkpoint with the same Monitor; the later records replace the {replaced} logged "

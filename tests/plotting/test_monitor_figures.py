@@ -924,9 +924,30 @@ def test_a_step_logged_again_replaces_the_earlier_record(tmp_path):
     # step 1 logged twice in one run (step_count set back by one): the later record stands
     run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
                                                 for i, s in enumerate([0, 1, 1, 2])]))  # fmt: skip
-    with pytest.warns(UserWarning, match=r"from step 1 to step 1: .* replace the 1 logged"):
+    with pytest.warns(UserWarning) as caught:
         ((_, records),) = load_runs([run])
+    assert [str(w.message) for w in caught] == [  # was "go back ... from step 1 to step 1"
+        f"{run / 'metrics.jsonl'}: step 1 is logged twice in a row within one run (a repeat; "
+        "the steps do not go back): monitor.step_count was set back by one, or the step was "
+        "trained again with the same Monitor; the later record replaces the earlier one, so "
+        "the line follows the training that went on"
+    ]
     assert [(r["step"], r["loss"]) for r in records] == [(0, 0.0), (1, 2.0), (2, 3.0)]
+
+
+def test_a_repeated_step_before_steps_that_go_back_is_told_first_and_counts_them(tmp_path):
+    steps = [0, 1, 1, 2, 0]  # a repeat of 1, then back from 2 to 0
+    run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
+                                                for i, s in enumerate(steps)]))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        ((_, records),) = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: step 1 is logged twice in a row within one run (a repeat; "
+        "the steps do not go back) (and 1 more such place): monitor.step_count was set back by "
+        "one, or the step was trained again with the same Monitor; the later record replaces "
+        "the earlier one, so the line follows the training that went on"
+    ]
+    assert [(r["step"], r["loss"]) for r in records] == [(0, 4.0)]
 
 
 def test_places_where_steps_go_back_are_counted_in_the_plural(tmp_path):
