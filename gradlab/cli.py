@@ -8,6 +8,8 @@ follow :mod:`gradlab.paths`: a folder (``--out``) is created with its parents, a
 skipped with a one-line warning; a write that fails anyway (a full disk too) ends in one line
 naming the path, or "an output" where the failed write (a figure's) names none.
 Ctrl-C or SIGTERM during ``report`` removes the half-written report (exit codes 130, 143).
+A standard output closed early (``gradlab audit | head -1``) ends the command without a word
+(exit code 141, as a shell reports a program that a closed pipe ended).
 """
 
 from __future__ import annotations
@@ -879,8 +881,43 @@ WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 no file, and are the machine's state, not a bug: one line, exit code 2."""
 
 
+STDOUT_CLOSED = 141
+"""The exit code of a command whose standard output was closed before it ended (``gradlab
+audit | head -1``): 128 + SIGPIPE, what a shell reports for a program a closed pipe ended; not
+1, which ``check-equivalence`` returns for a trick that is not equivalent."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gradlab`` console script."""
+    """Entry point of the ``gradlab`` console script.
+
+    A closed standard output (a pipe into ``head``) ends the command quietly with
+    :data:`STDOUT_CLOSED`: what was left to print goes nowhere.
+    """
+    try:
+        try:
+            return _main(argv)
+        finally:  # what is still buffered goes now, where a closed pipe is caught, not at exit
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return STDOUT_CLOSED
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device: the interpreter flushes it once more as it
+    exits, which would raise the broken pipe again (and print it). A stand-in without a file
+    descriptor (a test's capture) is left as it is."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
+
+
+def _main(argv: list[str] | None) -> int:
+    """The command itself: :func:`main` without its handling of a closed standard output."""
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command's figures are files; a user's wins
     try:

@@ -80,6 +80,24 @@ def test_no_traceback_through_the_console_entry_point(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["plan", "--batch-size", "64", "--dim", "8", "--device", "cpu"],
+                                  ["audit", "--no-progress"]])  # fmt: skip
+def test_a_closed_standard_output_ends_the_command_quietly_with_141(argv, tmp_path):
+    # `gradlab audit --no-progress | head -1` ended in a BrokenPipeError traceback and exit
+    # code 1 (1 is also check-equivalence's "not equivalent"); 141 is 128 + SIGPIPE, as a
+    # shell reports a program that a closed pipe ended
+    command = subprocess.Popen([sys.executable, "-m", "gradlab", *argv], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+    command.stdout.close()  # before the interpreter has started: nothing is ever read
+    try:
+        stderr = command.stderr.read()
+        assert (command.wait(timeout=120), stderr) == (141, "")
+    finally:
+        command.kill()
+        command.wait()
+
+
 @pytest.mark.parametrize(
     ("argv", "help_of"),
     [(["audit", "--bogus"], "gradlab audit"), (["report", "--quick", "--bogus"], "gradlab report"),
