@@ -594,7 +594,8 @@ def _add_plan(commands, with_losses: bool) -> None:
 
         losses = list(PLAN_LOSSES)
     plan_help = ("peak extra memory and time per step of a loss at a batch size: measured on "
-                 "the device if it is here, else estimated from a stated model")  # fmt: skip
+                 "the device if it is here (cpu, cuda), else estimated from a stated "
+                 "model")  # fmt: skip
     plan = commands.add_parser("plan", help=plan_help, description=plan_help)
     plan.add_argument("--loss", default="smooth_ap", choices=losses,
                       type=lambda name: name.replace("-", "_"),  # smooth-ap as check-equivalence
@@ -605,8 +606,9 @@ def _add_plan(commands, with_losses: bool) -> None:
     plan.add_argument("--per-class", type=int, default=4,
                       help="images per class in a batch (default: %(default)s)")  # fmt: skip
     plan.add_argument("--device", default=None,
-                      help="cpu, cuda or cuda:N (default: cuda if one is here, else cpu); a "
-                      "device that is not here is estimated for")  # fmt: skip
+                      help="cpu, cuda, cuda:N or mps (default: cuda if one is here, else cpu); "
+                      "a cuda device that is not here is estimated for, and so is mps, "
+                      "which is not measured")  # fmt: skip
     plan.add_argument("--estimate", action="store_true",
                       help="estimate even where the device is here (SmoothAP only)")
 
@@ -628,10 +630,12 @@ def _run_plan(arguments: argparse.Namespace) -> None:
     if device is None:  # not given (an empty string is a given device: refused below)
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        absent = torch.device(device).type == "cuda" and not torch.cuda.is_available()
+        kind = torch.device(device).type
     except (RuntimeError, ValueError, TypeError):
-        absent = False  # not a device: check_device says so in one line
-    if not absent:  # a CUDA device that is not here is estimated for
+        kind = None  # not a device: check_device says so in one line
+    absent = ((kind == "cuda" and not torch.cuda.is_available())
+              or (kind == "mps" and not torch.backends.mps.is_available()))  # fmt: skip
+    if not absent:  # a CUDA or MPS device that is not here is estimated for
         check_device(device)
     # a device that is not here is estimated for by plan itself (and named so when it cannot)
     result = plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class,

@@ -109,12 +109,13 @@ HELP = {
         "--render": ("train nothing", "an earlier run left in --out"),
     }),
     "plan": ("peak extra memory and time per step of a loss at a batch size: measured on the "
-             "device if it is here, else estimated from a stated model", {
+             "device if it is here (cpu, cuda), else estimated from a stated model", {
         "--loss": ("(default: smooth_ap)", "(default: smooth_ap)"),
         "--batch-size": ("m, a multiple of --per-class", "m, a multiple of --per-class"),
         "--dim": ("embedding dimension d", "embedding dimension d"),
         "--per-class": ("images per class in a batch", "(default: 4)"),
-        "--device": ("cpu, cuda or cuda:N", "a device that is not here is estimated for"),
+        "--device": ("cpu, cuda, cuda:N or mps", "a cuda device that is not here is estimated "
+                     "for, and so is mps, which is not measured"),
         "--estimate": ("estimate even where the device is here", "(SmoothAP only)"),
     }),
     "check-equivalence": ("does a large-batch trick give the whole-batch gradient? Runs it on a "

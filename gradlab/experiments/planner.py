@@ -9,10 +9,11 @@ with the 4-per-class sampler's labels (the backbone's activations come on top), 
   the allocation before the call; on CPU the C allocator's bytes in use (glibc's
   ``mallinfo2``), read after every torch operation of the call (:class:`PeakBytes`), so the peak
   is the largest sum of live tensors, without the resident-set noise of a process.
-* **Estimated** where the device is not here (``--device cuda`` on a machine without one), from
-  the stated model of :func:`estimate_smooth_ap`: the tensors gradlab's chunked SmoothAP keeps
-  and the blocks it computes in (:mod:`gradlab.functional.smooth_ap`), and a time that grows as
-  ``m^2`` at fixed ``d`` and images per class, scaled from a measurement at a small batch here.
+* **Estimated** where the device is not here (``--device cuda`` on a machine without one), and
+  on MPS (here or not: it is not measured), from the stated model of
+  :func:`estimate_smooth_ap`: the tensors gradlab's chunked SmoothAP keeps and the blocks it
+  computes in (:mod:`gradlab.functional.smooth_ap`), and a time that grows as ``m^2`` at fixed
+  ``d`` and images per class, scaled from a measurement at a small batch here.
 """
 
 from __future__ import annotations
@@ -312,7 +313,7 @@ def plan(
     estimate: bool = False, tau: float = 0.01,
 ) -> dict:  # fmt: skip
     """Peak extra memory and time per step of ``loss``: measured on ``device`` when it is here
-    (and ``estimate`` is False), else estimated (:func:`estimate_smooth_ap`).
+    (cpu, or cuda) and ``estimate`` is False, else estimated (:func:`estimate_smooth_ap`).
 
     Returns:
         ``{"loss", "batch_size", "dim", "per_class", "device", "peak_extra_bytes", "seconds",
@@ -345,7 +346,8 @@ def plan(
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
     if loss not in ESTIMATED:
         where = ("without --estimate; --device cpu runs here" if estimate else
-                 f"no {kind} device is here; --device cpu runs here")  # fmt: skip
+                 f"{_unmeasured(kind) or f'no {kind} device is here'}; --device cpu runs "
+                 "here")  # fmt: skip
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
                            f"device is ({where})")  # fmt: skip
     include = loss == "smooth_ap_query_included"
@@ -355,7 +357,8 @@ def plan(
         return result | {
             "peak_extra_bytes": estimate_smooth_ap(batch_size, dim, per_class, include),
             "seconds": None,
-            "method": f"{memory}; time: not estimated, no {kind} device here to measure",
+            "method": f"{memory}; time: not estimated, "
+                      f"{_unmeasured(kind) or f'no {kind} device here to measure'}",
         }
     small = min(batch_size, CALIBRATION_BATCH - CALIBRATION_BATCH % per_class)
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
@@ -365,6 +368,14 @@ def plan(
         "seconds": seconds,
         "method": f"{memory}; time: this CPU's at m = {small}, scaled by (m / {small})^2",
     }
+
+
+def _unmeasured(kind: str) -> str | None:
+    """Why a device of ``kind`` that is here is estimated for all the same (MPS:
+    :func:`measure_loss` has no peak meter for it); None where it is simply not here."""
+    if kind == "mps" and torch.backends.mps.is_available():
+        return "gradlab plan measures on cpu and cuda only"
+    return None
 
 
 def format_plan(result: dict) -> str:

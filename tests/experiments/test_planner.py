@@ -125,6 +125,38 @@ def test_plan_estimates_for_a_cuda_device_that_is_not_here(capsys):
     assert "time: not estimated, no cuda device here to measure" in out
 
 
+ESTIMATE_HOW = ("how: estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the "
+                "chunk's block and temporaries, bytes); time: not estimated, ")
+
+
+@pytest.mark.parametrize(("here", "why"), [
+    (False, "no mps device here to measure"),
+    (True, "gradlab plan measures on cpu and cuda only")])  # fmt: skip
+def test_plan_estimates_for_mps_here_or_not_as_its_help_says(capsys, monkeypatch, here, why):
+    # --device mps was refused ("MPS is not available here") where --device cuda, as absent,
+    # was estimated for, and --help said a device that is not here is estimated for
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: here)
+    code = main(["plan", "--batch-size", "64", "--dim", "128", "--device", "mps"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == ("SmoothAP (query excluded) at m = 64 (4 per class), d = 128, "
+                                   "on mps")  # fmt: skip
+    assert out.splitlines()[1] == (  # the stated model's bytes, as for an absent cuda
+        f"peak extra memory: {estimate_smooth_ap(64, 128) / 1024:.1f} KiB (the loss's forward + "
+        "backward; the backbone's come on top)")
+    assert out.splitlines()[2:] == ["time per step:     not estimated (see how)",
+                                    ESTIMATE_HOW + why]  # fmt: skip
+
+
+def test_a_loss_without_a_model_on_mps_here_says_what_plan_measures_on(capsys, monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    code = main(["plan", "--loss", "fast_ap", "--batch-size", "64", "--dim", "8", "--device",
+                 "mps"])  # fmt: skip
+    assert (code, capsys.readouterr().err) == (2, (
+        "gradlab: loss 'fast_ap' has no stated memory model; measure it where the device is "
+        "(gradlab plan measures on cpu and cuda only; --device cpu runs here)\n"))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here: it is measured")
 def test_plan_takes_loss_names_with_hyphens_as_check_equivalence_does(capsys):
     # smooth-ap (check-equivalence's spelling) is smooth_ap
