@@ -4,7 +4,8 @@
 Every user error (a bad option value, a path that cannot be used, a device this machine does
 not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
 follow :mod:`gradlab.paths`: a folder (``--out``) is created with its parents, a file
-(``--json``, ``--markdown``) only in a folder that exists. A log line that cannot be read is
+(``--json``, ``--markdown``) only in a folder that exists, and it replaces an existing file only
+if that is empty or the same option's earlier output. A log line that cannot be read is
 skipped with a one-line warning; a write that fails anyway (a full disk too) ends in one line
 naming the path, or "an output" where the failed write (a figure's) names none.
 Ctrl-C or SIGTERM during ``report`` removes the half-written report (exit codes 130, 143).
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 
 from gradlab.errors import GradlabError
-from gradlab.paths import check_output_file, check_output_folder, write_text
+from gradlab.paths import check_output_folder, check_own_output_file, write_text
 
 
 def _path(text: str) -> Path:
@@ -161,11 +162,13 @@ def _build_parser(
     audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
         "--json", type=_file_path,
-        help="write the records as JSON into this file (its folder must exist; none is created)",
+        help="write the records as JSON into this file (its folder must exist; none is created); "
+        "an existing file is replaced only if it is an earlier gradlab audit --json output",
     )  # fmt: skip
     audit.add_argument(
         "--markdown", type=_file_path,
-        help="write a readable report with the formulas into this file (its folder must exist)",
+        help="write a readable report with the formulas into this file (its folder must exist); "
+        "an existing file is replaced only if it is an earlier gradlab audit --markdown output",
     )  # fmt: skip
     audit.add_argument(
         "--mutants", action="store_true",
@@ -669,7 +672,9 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
                        help="dtype of the comparison (default: %(default)s)")
     check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")
     check.add_argument("--json", type=_file_path,
-                       help="also write the result as JSON into this file (its folder must exist)")
+                       help="also write the result as JSON into this file (its folder must "
+                       "exist); an existing file is replaced only if it is an earlier gradlab "
+                       "check-equivalence --json output")  # fmt: skip
 
 
 def _check_equivalence(arguments: argparse.Namespace) -> int:
@@ -677,7 +682,7 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
     import json
 
     if arguments.json is not None:  # as checked: a leading ~ expanded
-        arguments.json = check_output_file(arguments.json, argument="--json")
+        arguments.json = check_own_output(arguments.json, "check-equivalence", "--json")
     import torch
 
     from gradlab.equivalence.builtin import check_builtin
@@ -695,6 +700,7 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
         )  # fmt: skip
     print(result)
     if arguments.json is not None:
+        check_own_output(arguments.json, "check-equivalence", "--json")  # written meanwhile?
         write_text(arguments.json, json.dumps(result.to_dict(), indent=2) + "\n")
     return 0 if result.equivalent else 1
 
@@ -733,6 +739,59 @@ def check_device(device: str) -> str:
     elif parsed.type != "cpu":
         raise GradlabError(f"--device must be cpu, cuda[:N] or mps; got {device!r}")
     return device
+
+
+OWN_OUTPUT_BYTES = 1 << 28
+"""The largest existing file read to tell whether it is a command's earlier JSON output (an
+audit's with mutants is a few MiB): a larger one, a long ``metrics.jsonl`` say, is not read."""
+
+AUDIT_RECORD_KEYS = frozenset({"seed", "label", "claim", "verdict"})
+"""Keys of every record ``gradlab audit --json`` writes (a JSON list of them)."""
+
+AUDIT_MARKDOWN_TITLE = "# Derivation audit"
+"""The first line of what ``gradlab audit --markdown`` writes."""
+
+EQUIVALENCE_KEYS = frozenset({"reference", "candidate", "equivalent", "quantities"})
+"""Top-level keys of the JSON object ``gradlab check-equivalence --json`` writes."""
+
+
+def _json_file(path: Path) -> object:
+    """The JSON in ``path``, or None for a file too large to be a command's output."""
+    import json
+
+    if path.stat().st_size > OWN_OUTPUT_BYTES:
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _audit_json(path: Path) -> bool:
+    records = _json_file(path)
+    return isinstance(records, list) and all(
+        isinstance(record, dict) and AUDIT_RECORD_KEYS <= record.keys() for record in records)
+
+
+def _audit_markdown(path: Path) -> bool:
+    with path.open(encoding="utf-8") as file:  # the first line only
+        return file.readline(len(AUDIT_MARKDOWN_TITLE) + 2).rstrip("\r\n") == AUDIT_MARKDOWN_TITLE
+
+
+def _equivalence_json(path: Path) -> bool:
+    result = _json_file(path)
+    return isinstance(result, dict) and EQUIVALENCE_KEYS <= result.keys()
+
+
+OWN_OUTPUTS = {("audit", "--json"): _audit_json, ("audit", "--markdown"): _audit_markdown,
+               ("check-equivalence", "--json"): _equivalence_json}  # fmt: skip
+"""(command, option) -> whether an existing file is that option's earlier output, by content."""
+
+
+def check_own_output(path: Path, command: str, option: str) -> Path:
+    """``path`` if ``gradlab COMMAND OPTION`` may write it: a new file, an empty one, or that
+    option's earlier output (:data:`OWN_OUTPUTS`), which a rerun replaces; any other existing
+    file is refused (``audit --json runs/a/metrics.jsonl`` replaced a Monitor's log)."""
+    return check_own_output_file(path, argument=option,
+                                 written_by=f"an earlier gradlab {command} {option} output",
+                                 recognise=OWN_OUTPUTS[command, option])  # fmt: skip
 
 
 REPORT_ENTRIES = frozenset({"results.json", "summary.md", "index.html", "audit.json", "figures"})
@@ -963,8 +1022,8 @@ def _main(argv: list[str] | None) -> int:
         elif arguments.command == "audit":
             for option in ("json", "markdown"):  # as checked: a leading ~ expanded
                 if getattr(arguments, option) is not None:
-                    setattr(arguments, option, check_output_file(getattr(arguments, option),
-                                                                 argument=f"--{option}"))
+                    setattr(arguments, option, check_own_output(getattr(arguments, option),
+                                                                "audit", f"--{option}"))
             if arguments.json is not None and arguments.json.resolve() == (
                     arguments.markdown.resolve() if arguments.markdown is not None else None):
                 raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "
@@ -989,6 +1048,9 @@ def _main(argv: list[str] | None) -> int:
             print(format_table(records))
             if arguments.measure:  # the measurement is context of what cannot be tested here
                 print(format_not_testable(records))
+            for option in ("json", "markdown"):  # a file written there meanwhile is kept too
+                if getattr(arguments, option) is not None:
+                    check_own_output(getattr(arguments, option), "audit", f"--{option}")
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "check-equivalence":
             return _check_equivalence(arguments)

@@ -4,6 +4,8 @@ gradlab creates what you name and nothing else:
 
 - a **file** option (``--json``, ``--markdown``) writes that one file; its folder must already
   exist. ``--json /nonexistent/dir/x.json`` is refused, never creates ``/nonexistent/dir``.
+  A file that exists already is replaced only if it is empty or the same command's earlier
+  output (:func:`check_own_output_file`): ``--json runs/a/metrics.jsonl`` is refused.
 - a **folder** option (``--out``, the Monitor's ``log_dir``) may name a folder that does not
   exist yet; it is created, with its missing parents, when the work writes into it (as
   ``mkdir -p`` would). Its nearest existing ancestor must be a folder gradlab can write into.
@@ -21,11 +23,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from gradlab.errors import GradlabError
 
-__all__ = ["check_output_file", "check_output_folder", "write_text"]
+__all__ = ["check_output_file", "check_output_folder", "check_own_output_file", "write_text"]
 
 
 def _as_path(path: object, argument: str, kind: str) -> Path:
@@ -117,6 +120,58 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
             f"{argument} must be a path gradlab can write; got {str(path)!r}, and files cannot be "
             f"written in {str(folder)!r}"
         )
+    return path
+
+
+def check_own_output_file(
+    path: str | os.PathLike, *, argument: str, written_by: str,
+    recognise: Callable[[Path], bool],
+) -> Path:  # fmt: skip
+    """:func:`check_output_file`, and a file already there is replaced only if it holds nothing
+    or is an earlier output of the same command.
+
+    A command's output file is rewritten on every run, so its own earlier output must be
+    replaceable; any other file (a Monitor's ``metrics.jsonl``, one's notes) is refused rather
+    than lost. A path that is not a regular file (``/dev/null``) is left to
+    :func:`check_output_file`.
+
+    Args:
+        path: Where the file is to be written.
+        argument: The option quoted in the error message, e.g. ``"--json"``.
+        written_by: What the error message calls an earlier output, e.g. ``"an earlier gradlab
+            audit --json output"``.
+        recognise: Given the existing file, whether it is such an output (read by its content);
+            a file it cannot read (an :class:`OSError` or a :class:`ValueError`) is not one.
+
+    Returns:
+        ``path`` as a Path, a leading ``~`` expanded.
+
+    Raises:
+        GradlabError: what :func:`check_output_file` refuses; a file there that is not empty and
+            not recognised.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> log = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = log.write_text('{"step": 0}\\n')
+        >>> try:
+        ...     check_own_output_file(log, argument="--json", written_by="an earlier output",
+        ...                           recognise=lambda path: path.read_text().startswith("["))
+        ... except GradlabError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        --json would replace '.../metrics.jsonl', an existing file that is not an earlier ...
+    """
+    path = check_output_file(path, argument=argument)
+    if not path.is_file() or path.stat().st_size == 0:
+        return path
+    try:
+        recognised = bool(recognise(path))
+    except (OSError, ValueError):  # unreadable, or not text: not the command's output
+        recognised = False
+    if not recognised:
+        raise GradlabError(f"{argument} would replace {str(path)!r}, an existing file that is not "
+                           f"{written_by}; name another file, or move that one away first")
     return path
 
 

@@ -69,8 +69,11 @@ HELP = {
     }),
     "audit": ("check the papers' printed equations by computation (SymPy, float64), one "
               "verdict per claim", {
-        "--json": ("write the records as JSON into this file", "none is created)"),
-        "--markdown": ("write a readable report with the formulas", "(its folder must exist)"),
+        "--json": ("write the records as JSON into this file", "none is created); an existing "
+                   "file is replaced only if it is an earlier gradlab audit --json output"),
+        "--markdown": ("write a readable report with the formulas", "(its folder must exist); an "
+                       "existing file is replaced only if it is an earlier gradlab audit "
+                       "--markdown output"),
         "--mutants": ("also check mutants of each claim's accepted form",
                       "from 2 operators without a stated reason"),
         "--measure": ("also measure P against batch size", "(default: off)"),
@@ -128,7 +131,9 @@ HELP = {
         "--micro-batches": ("accumulation's micro-batches", "(default: 4)"),
         "--dtype": ("dtype of the comparison", "(default: float64)"),
         "--seed": ("seeds the problem", "(default: 0)"),
-        "--json": ("also write the result as JSON into this file", "(its folder must exist)"),
+        "--json": ("also write the result as JSON into this file", "(its folder must exist); "
+                   "an existing file is replaced only if it is an earlier gradlab "
+                   "check-equivalence --json output"),
     }),
 }  # fmt: skip
 
@@ -482,6 +487,67 @@ def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeyp
     assert (code, out, err) == (0, "table of ['rec']\n", "")
     options = {"mutants": True, "p_vs_batch_size": None, "progress": True}
     assert calls == [options, (["rec"], target, markdown)]
+
+
+MONITOR_LOG = '{"header": {"run": 1}}\n{"step": 0, "loss": 0.5}\n'
+"""A Monitor's ``metrics.jsonl``: what ``gradlab audit --json runs/exp1/metrics.jsonl`` lost."""
+
+
+def _claims_run(monkeypatch, labels, during=None):
+    """The audit on claims of its own (``1 + 1 is 2``, one per label), the outputs its own;
+    ``during()`` runs as the claims are built (after the command checked its paths)."""
+    import sympy
+
+    import gradlab.symbolic.audit as audit
+    from gradlab.symbolic.claims import Claim, Form, decide
+
+    def all_claims(**options):
+        if during is not None:
+            during()
+        return [Claim("002_9d7d2555864f9baa", label, "1 + 1 is 2", Form(sympy.Integer(2)),
+                      lambda form: decide(form.value == 2, "1 + 1 = 2", "not 2"))
+                for label in labels]  # fmt: skip
+
+    monkeypatch.setattr(audit, "all_claims", all_claims)
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_audit_refuses_to_replace_a_file_it_did_not_write(tmp_path, capsys, monkeypatch, option):
+    # `gradlab audit --json runs/exp1/metrics.jsonl` replaced a Monitor's log with the records
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(MONITOR_LOG)
+    _claims_run(monkeypatch, ["eq1"], during=lambda: pytest.fail("the audit ran"))
+    code, out, err = _run(["audit", "--no-progress", option, str(log)], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"gradlab: {option} would replace {str(log)!r}, an existing file that is not "
+                   f"an earlier gradlab audit {option} output; name another file, or move that "
+                   "one away first\n")
+    assert log.read_text() == MONITOR_LOG
+
+
+def test_audit_run_again_replaces_its_own_json_and_markdown(tmp_path, capsys, monkeypatch):
+    target, markdown = tmp_path / "a.json", tmp_path / "a.md"
+    markdown.touch()  # an empty file holds nothing to lose
+    for labels in (["eq1", "eq2"], ["eq3"]):
+        _claims_run(monkeypatch, labels)
+        code, _, err = _run(["audit", "--no-progress", "--json", str(target), "--markdown",
+                             str(markdown)], capsys)  # fmt: skip
+        assert (code, err) == (0, "")
+        assert [record["label"] for record in json.loads(target.read_text())] == labels
+        assert markdown.read_text().splitlines()[0] == "# Derivation audit"
+        assert [label for label in ("eq1", "eq2", "eq3")
+                if f"`{label}`" in markdown.read_text()] == labels  # fmt: skip
+
+
+def test_audit_keeps_a_file_written_at_its_output_while_it_ran(tmp_path, capsys, monkeypatch):
+    target = tmp_path / "metrics.jsonl"
+    _claims_run(monkeypatch, ["eq1"], during=lambda: target.write_text(MONITOR_LOG))
+    code, out, err = _run(["audit", "--no-progress", "--json", str(target)], capsys)
+    assert code == 2 and "holds: 1" in out  # the table was printed; the records not written
+    assert err == (f"gradlab: --json would replace {str(target)!r}, an existing file that is not "
+                   "an earlier gradlab audit --json output; name another file, or move that one "
+                   "away first\n")
+    assert target.read_text() == MONITOR_LOG
 
 
 @pytest.mark.parametrize("quiet", [False, True])

@@ -73,6 +73,51 @@ def test_json_is_the_result(tmp_path, capsys):
     assert record["quantities"]["dL/dscores"]["unscored"] == 16 * 16 - 2 * 8 * 8
 
 
+MONITOR_LOG = '{"header": {"run": 1}}\n{"step": 0, "loss": 0.5}\n'
+
+
+def _refused(path):
+    return (f"gradlab: --json would replace {str(path)!r}, an existing file that is not an "
+            "earlier gradlab check-equivalence --json output; name another file, or move that "
+            "one away first\n")
+
+
+def test_json_refuses_to_replace_a_file_it_did_not_write(tmp_path, capsys, monkeypatch):
+    # it replaced any file, a Monitor's metrics.jsonl as well
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(MONITOR_LOG)
+    monkeypatch.setattr("gradlab.equivalence.builtin.check_builtin",
+                        lambda *args, **kwargs: pytest.fail("the check ran"))  # fmt: skip
+    assert _run(["gradient-cache", "--json", str(log)], capsys) == (2, "", _refused(log))
+    assert log.read_text() == MONITOR_LOG
+
+
+def test_json_run_again_replaces_its_own_earlier_result(tmp_path, capsys):
+    target = tmp_path / "result.json"
+    target.touch()  # an empty file holds nothing to lose
+    for argv, code in ((["gradient-cache"], 0), (["accumulation", "--micro-batches", "2"], 1)):
+        status, _, err = _run([*argv, "--json", str(target)], capsys)
+        assert (status, err) == (code, "")
+        assert json.loads(target.read_text())["equivalent"] is (code == 0)
+
+
+def test_json_keeps_a_file_written_there_while_the_check_ran(tmp_path, capsys, monkeypatch):
+    import gradlab.equivalence.builtin as builtin
+
+    target = tmp_path / "metrics.jsonl"
+    check = builtin.check_builtin
+
+    def written_meanwhile(*args, **kwargs):
+        target.write_text(MONITOR_LOG)
+        return check(*args, **kwargs)
+
+    monkeypatch.setattr(builtin, "check_builtin", written_meanwhile)
+    status, out, err = _run(["gradient-cache", "--json", str(target)], capsys)
+    assert (status, err) == (2, _refused(target))
+    assert "verdict: EQUIVALENT" in out  # the table was printed; the result not written
+    assert target.read_text() == MONITOR_LOG
+
+
 def test_json_of_a_quantity_the_steps_did_not_both_record_has_no_verdict(tmp_path, capsys):
     # CachedMNRL records dL/dtheta only: the others were "agrees": true beside "skipped"
     pytest.importorskip("sentence_transformers")

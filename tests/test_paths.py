@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gradlab.errors import GradlabError
-from gradlab.paths import check_output_file, check_output_folder
+from gradlab.paths import check_output_file, check_output_folder, check_own_output_file
 from tests.helpers.home import home_and_work
 
 needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
@@ -213,3 +213,47 @@ def test_a_dash_is_refused_not_taken_as_a_name(tmp_path, monkeypatch, check, kin
     for named in ("./-", Path("-")):  # a file or folder named - on purpose
         assert check(named, argument="--out") == Path("-")
     assert list(tmp_path.iterdir()) == []
+
+
+def _own(path, recognise):
+    return check_own_output_file(path, argument="--json", written_by="an earlier x --json output",
+                                 recognise=recognise)  # fmt: skip
+
+
+def test_an_existing_file_is_replaced_only_when_empty_or_recognised(tmp_path):
+    ours, empty, theirs = tmp_path / "ours.json", tmp_path / "empty.json", tmp_path / "log.jsonl"
+    ours.write_text("[]")
+    empty.touch()
+    theirs.write_text('{"step": 0}\n')
+    recognise = lambda path: path.read_text() == "[]"  # noqa: E731
+    assert _own(ours, recognise) == ours
+    assert _own(empty, lambda path: pytest.fail("an empty file is not read")) == empty
+    assert _own(tmp_path / "new.json", recognise) == tmp_path / "new.json"
+    with pytest.raises(GradlabError) as raised:
+        _own(theirs, recognise)
+    assert str(raised.value) == (f"--json would replace {str(theirs)!r}, an existing file that is "
+                                 "not an earlier x --json output; name another file, or move that "
+                                 "one away first")  # fmt: skip
+    assert theirs.read_text() == '{"step": 0}\n'
+
+
+def test_a_file_that_cannot_be_read_is_not_recognised(tmp_path):
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(b"\xff\xfe\x00")
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    for recognise in (lambda path: path.read_text(encoding="utf-8") == "[]", denied):
+        with pytest.raises(GradlabError) as raised:
+            _own(binary, recognise)
+        assert str(raised.value) == (f"--json would replace {str(binary)!r}, an existing file "
+                                     "that is not an earlier x --json output; name another file, "
+                                     "or move that one away first")  # fmt: skip
+    assert binary.read_bytes() == b"\xff\xfe\x00"
+
+
+@pytest.mark.skipif(not os.path.exists(os.devnull) or sys.platform == "win32",
+                    reason="a character device")  # fmt: skip
+def test_the_null_device_is_not_read(tmp_path):
+    assert _own(os.devnull, lambda path: pytest.fail("read")) == Path(os.devnull)
