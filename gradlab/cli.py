@@ -671,6 +671,11 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                        help="dtype of the comparison (default: %(default)s)")
     check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")
+    check.add_argument("--class-sizes", type=lambda text: _int_list(text, "2,3,4,7"),
+                       help="the items of each class, comma-separated, adding up to --batch-size "
+                       "(which may then be odd); classes of several sizes tell apart losses that "
+                       "weigh a query by its number of positives otherwise (default: classes "
+                       "of two)")  # fmt: skip
     check.add_argument("--json", type=_file_path,
                        help="also write the result as JSON into this file (its folder must "
                        "exist); an existing file is replaced only if it is an earlier gradlab "
@@ -696,7 +701,7 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
             arguments.candidate, arguments.loss, processes=arguments.processes,
             batch_size=arguments.batch_size, chunk_size=arguments.chunk_size,
             micro_batches=arguments.micro_batches, dtype=getattr(torch, arguments.dtype),
-            seed=arguments.seed,
+            seed=arguments.seed, class_sizes=arguments.class_sizes,
         )  # fmt: skip
     print(result)
     if arguments.json is not None:

@@ -131,6 +131,8 @@ HELP = {
         "--micro-batches": ("accumulation's micro-batches", "(default: 4)"),
         "--dtype": ("dtype of the comparison", "(default: float64)"),
         "--seed": ("seeds the problem", "(default: 0)"),
+        "--class-sizes": ("the items of each class, comma-separated, adding up to --batch-size",
+                          "(default: classes of two)"),
         "--json": ("also write the result as JSON into this file", "(its folder must exist); "
                    "an existing file is replaced only if it is an earlier gradlab "
                    "check-equivalence --json output"),
@@ -1440,7 +1442,7 @@ def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(builtin, "check_builtin", check_builtin)
     argv = ["check-equivalence", "gather", "--loss", "siglip", "--processes", "4",
             "--batch-size", "8", "--chunk-size", "2", "--micro-batches", "2",
-            "--dtype", "float32", "--seed", "7"]  # fmt: skip
+            "--dtype", "float32", "--seed", "7", "--class-sizes", "1,7,"]  # fmt: skip
     code, out, _ = _run(argv, capsys)
     assert (code, out) == (0, "the table\n")
     assert calls == [
@@ -1454,6 +1456,7 @@ def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
                 micro_batches=2,
                 dtype=torch.float32,
                 seed=7,
+                class_sizes=[1, 7],
             ),
         )
     ]
@@ -1470,6 +1473,7 @@ def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
                 micro_batches=None,
                 dtype=torch.float64,
                 seed=0,
+                class_sizes=None,
             ),
         )
     ]
@@ -1503,7 +1507,8 @@ def _usage(command):
         "check-equivalence": f"[-h] [--loss {{{','.join(LOSSES)}}}] [--processes PROCESSES] "
                              "[--batch-size BATCH_SIZE] [--chunk-size CHUNK_SIZE] "
                              "[--micro-batches MICRO_BATCHES] [--dtype {float64,float32}] "
-                             "[--seed SEED] [--json JSON] CANDIDATE",
+                             "[--seed SEED] [--class-sizes CLASS_SIZES] [--json JSON] "
+                             "CANDIDATE",
     }[command]  # fmt: skip
 
 

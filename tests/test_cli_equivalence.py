@@ -174,6 +174,50 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, argv, needle):
     assert needle in err
 
 
+NOTE = ("note: every class of this batch holds 2 items, so losses that weigh a query by its "
+        "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
+        "it; for a loss that takes several positives per query, compare on classes of several "
+        "sizes too, adding up to the batch size: on the command line gradlab check-equivalence "
+        "... --class-sizes 2,3,4,7, in Python synthetic_problem(16, class_sizes=[2, 3, 4, 7])")
+
+
+def test_the_note_on_classes_of_one_size_names_an_option_the_command_has(tmp_path, capsys):
+    # it suggested synthetic_problem(..., class_sizes=...), which the command had no flag for
+    status, out, err = _run(["gradient-cache", "--loss", "smooth-ap"], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[-2:] == ["verdict: EQUIVALENT", NOTE]
+    target = tmp_path / "result.json"
+    status, out, err = _run(["gradient-cache", "--loss", "smooth-ap", "--class-sizes", "2,3,4,7",
+                             "--json", str(target)], capsys)  # fmt: skip
+    assert (status, err) == (0, "")
+    assert out.splitlines()[-1] == "verdict: EQUIVALENT"  # no note: the classes differ in size
+    assert json.loads(target.read_text())["class_size"] is None
+
+
+def test_class_sizes_of_an_odd_batch_are_taken(capsys):
+    status, out, err = _run(["accumulation", "--batch-size", "9", "--micro-batches", "3",
+                             "--class-sizes", "2,3,4"], capsys)  # fmt: skip
+    assert (status, err) == (1, "")
+    assert out.splitlines()[-1].startswith("verdict: NOT EQUIVALENT (")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["gather", "--class-sizes", "2,3,4"],
+     "gradlab: --class-sizes must add up to --batch-size 16; got 2,3,4, which adds up to 9"),
+    (["gather", "--class-sizes", "0,16"], "gradlab: --class-sizes must be positive whole numbers "
+     "separated by commas, e.g. 2,3,4,7; got 0,16"),
+    (["gather", "--class-sizes="], "gradlab: --class-sizes must be positive whole numbers "
+     "separated by commas, e.g. 2,3,4,7; got none"),
+    (["cached-mnrl", "--class-sizes", "2,3,4,7"], "gradlab: --class-sizes does not apply to "
+     "cached-mnrl, whose every item is its own class; got --class-sizes 2,3,4,7"),
+    (["gather", "--class-sizes", "2,x"], "gradlab check-equivalence: error: argument "
+     "--class-sizes: must be integers separated by commas, e.g. 2,3,4,7; got '2,x' (see gradlab "
+     "check-equivalence --help)"),
+])  # fmt: skip
+def test_bad_class_sizes_are_one_line_and_exit_2(capsys, argv, message):
+    assert _run(argv, capsys) == (2, "", message + "\n")
+
+
 def test_siglip_accumulation_loses_the_cross_block_pairs_only(capsys):
     # SigLIP's pairs are independent: of the 16 x 16 scores, the 4 blocks of 4 x 4 are computed
     # and get the whole batch's gradient; the other 192 are never computed.

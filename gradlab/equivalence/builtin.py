@@ -9,6 +9,7 @@ whole-batch reference (:class:`~gradlab.equivalence.FullBatch`) on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
@@ -90,6 +91,24 @@ def _check_fits(candidate: str, rows: int, columns: int, processes: int,
         f"the {free} GiB available; try a smaller --batch-size"))  # fmt: skip
 
 
+def _check_class_sizes(candidate: str, class_sizes: object, batch_size: int) -> None:
+    """``--class-sizes``, named as the command line names it, before any work."""
+    if class_sizes is None:
+        return
+    sizes = list(class_sizes) if isinstance(class_sizes, (list, tuple)) else None
+    text = repr(class_sizes) if sizes is None else ",".join(map(str, sizes)) or "none"
+    if not sizes or any(isinstance(size, bool) or not isinstance(size, int) or size < 1
+                        for size in sizes):  # fmt: skip
+        raise GradlabError(f"--class-sizes must be positive whole numbers separated by commas, "
+                           f"e.g. 2,3,4,7; got {text}")  # fmt: skip
+    if candidate == "cached-mnrl":  # its loss's only positive is the pair's own
+        raise GradlabError(f"--class-sizes does not apply to cached-mnrl, whose every item is its "
+                           f"own class; got --class-sizes {text}")  # fmt: skip
+    if sum(sizes) != batch_size:
+        raise GradlabError(f"--class-sizes must add up to --batch-size {batch_size}; got {text}, "
+                           f"which adds up to {sum(sizes)}")  # fmt: skip
+
+
 def builtin_loss(name: str) -> torch.nn.Module:
     """The gradlab loss of a name of :data:`LOSSES`, with its default options.
 
@@ -157,6 +176,7 @@ def check_builtin(
     dtype: torch.dtype = torch.float64,
     seed: int = 0,
     timeout: float = DEFAULT_TIMEOUT_S,
+    class_sizes: Sequence[int] | None = None,
 ) -> EquivalenceResult:
     """Run a built-in candidate against the whole-batch reference on the synthetic problem.
 
@@ -171,6 +191,9 @@ def check_builtin(
         dtype: floating dtype of the comparison.
         seed: seeds the model and the batch.
         timeout: seconds before a distributed run is stopped.
+        class_sizes: the items of each class, adding up to ``batch_size`` (which may then be
+            odd); ``None``: classes of two. Classes of one size cannot tell apart losses that
+            weigh a query by its number of positives otherwise.
 
     Returns:
         The :class:`~gradlab.equivalence.EquivalenceResult`.
@@ -213,7 +236,8 @@ def check_builtin(
         ("--batch-size", batch_size),
     ):
         check_positive_int(option, value)  # fmt: skip
-    if batch_size % 2:
+    _check_class_sizes(candidate, class_sizes, batch_size)
+    if batch_size % 2 and class_sizes is None:
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
     check_seed("--seed", seed)  # past 2**32 - 1: torch's overflow, mid-run
     check_floating_dtype("dtype", dtype)
@@ -240,7 +264,8 @@ def check_builtin(
                            "pass at least 2")  # fmt: skip
     memory = 2 * batch_size if candidate.startswith("memory") else 0
     _check_fits(candidate, batch_size, batch_size + memory, processes, dtype)
-    model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
+    model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype,
+                                     class_sizes=class_sizes)  # fmt: skip
     reference = FullBatch(loss_fn)
     if isinstance(step, CachedMNRL):  # its own loss, whose only positive is the pair's own
         reference = step.reference()

@@ -513,8 +513,10 @@ class EquivalenceResult:
                     f"item{'s' if self.class_size != 1 else ''}, so losses "
                     "that weigh a query by its number of positives otherwise (a mean over "
                     "positive pairs, or over queries) agree on it; for a loss that takes "
-                    "several positives per query, compare on classes of several sizes too: "
-                    "synthetic_problem(..., class_sizes=[2, 3, 4, 7])"
+                    "several positives per query, compare on classes of several sizes too, "
+                    "adding up to the batch size: on the command line gradlab "
+                    "check-equivalence ... --class-sizes 2,3,4,7, in Python "
+                    "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"
                 )
         else:
             untouched = [q.name for q in self.quantities

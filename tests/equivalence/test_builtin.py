@@ -70,9 +70,9 @@ def _nt_xent_reference_loss(seed, dtype):
     return _whole_loss(gradlab.NTXentLoss(), B, seed, dtype)
 
 
-def _whole_loss(loss_fn, batch_size, seed=0, dtype=torch.float64):
+def _whole_loss(loss_fn, batch_size, seed=0, dtype=torch.float64, class_sizes=None):
     """``loss_fn`` of the whole synthetic batch (cosine scores, positives by label)."""
-    model, batch = synthetic_problem(batch_size, seed=seed, dtype=dtype)
+    model, batch = synthetic_problem(batch_size, seed=seed, dtype=dtype, class_sizes=class_sizes)
     with torch.no_grad():
         q, c = model(batch.query_inputs), model(batch.candidate_inputs)
         scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
@@ -235,6 +235,28 @@ def test_the_default_seed_is_zero():
     expected = _nt_xent_reference_loss(0, torch.float64)
     assert check_builtin("gradient-cache").reference_loss == pytest.approx(expected, rel=1e-12)
     assert expected != pytest.approx(_nt_xent_reference_loss(1, torch.float64), rel=1e-6)
+
+
+def test_the_class_sizes_reach_the_problem():
+    result = check_builtin("gradient-cache", batch_size=9, class_sizes=[2, 3, 4])
+    expected = _whole_loss(gradlab.NTXentLoss(), 9, class_sizes=[2, 3, 4])
+    assert result.reference_loss == pytest.approx(expected, rel=1e-12)
+    assert (result.equivalent, result.class_size) == (True, None)  # classes of three sizes
+    assert check_builtin("gradient-cache").class_size == 2  # the default: classes of two
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"class_sizes": 16}, "--class-sizes must be positive whole numbers separated by commas, "
+     "e.g. 2,3,4,7; got 16"),
+    ({"class_sizes": [8, 8.0]}, "--class-sizes must be positive whole numbers separated by "
+     "commas, e.g. 2,3,4,7; got 8,8.0"),
+    ({"class_sizes": [8, 8], "batch_size": 8}, "--class-sizes must add up to --batch-size 8; "
+     "got 8,8, which adds up to 16"),
+])  # fmt: skip
+def test_bad_class_sizes_are_refused_by_the_option_name(options, message):
+    with pytest.raises(GradlabError) as raised:
+        check_builtin("gather", **options)
+    assert str(raised.value) == message
 
 
 def test_the_dtype_is_the_problems_and_the_comparisons():

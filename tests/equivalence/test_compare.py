@@ -228,7 +228,9 @@ def test_the_table_and_the_dict_say_what_differs(problem):
         "note: every class of this batch holds 2 items, so losses that weigh a query by its "
         "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
         "it; for a loss that takes several positives per query, compare on classes of "
-        "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"]
+        "several sizes too, adding up to the batch size: on the command line gradlab "
+        "check-equivalence ... --class-sizes 2,3,4,7, in Python "
+        "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"]
 
 
 def _mean_over_positive_pairs(scores, positives, temperature=0.1):
@@ -259,7 +261,9 @@ def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fa
         "note: every class of this batch holds 1 item, so losses that weigh a query by its "
         "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
         "it; for a loss that takes several positives per query, compare on classes of "
-        "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"]
+        "several sizes too, adding up to the batch size: on the command line gradlab "
+        "check-equivalence ... --class-sizes 2,3,4,7, in Python "
+        "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"]
 
 
 def test_a_factor_is_reported_as_a_scale(problem):
