@@ -454,10 +454,12 @@ def smooth_ap_with_ranks(
     Arguments as in :func:`smooth_ap_checked`, already checked; ``groups`` from
     :func:`group_by_positive_count` of ``positives``. Written with differentiable torch
     operations, so that the same code serves as the plain autograd path (``backward="autograd"``)
-    and, under ``no_grad``, as the forward of the exact backward. Outside autograd, with
-    ``ranks_needed=False``, a group without negatives (``has_negatives``; a one-class batch) is
-    not computed: its AP is exactly 1 (NaN on a row with a non-finite score) at ``O(G C)`` cost,
-    and its ``(A, C)`` are placeholders (ones and zeros).
+    and, under ``no_grad``, as the forward of the exact backward. On the autograd path the
+    result is on the graph of ``scores`` even without any group, and ``A / R`` is differentiated
+    as :func:`_differentiable_ratio` (an exactly zero gradient without negatives). Outside
+    autograd, with ``ranks_needed=False``, a group without negatives (``has_negatives``; a
+    one-class batch) is not computed: its AP is exactly 1 (NaN on a row with a non-finite
+    score) at ``O(G C)`` cost, and its ``(A, C)`` are placeholders (ones and zeros).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.8, 0.1]])
@@ -471,6 +473,9 @@ def smooth_ap_with_ranks(
     ap = torch.full((num_queries,), float("nan"), dtype=scores.dtype, device=scores.device)
     saved = []
     if scores.requires_grad and torch.is_grad_enabled():  # the plain autograd path
+        # On the graph even where no group is (no positive anywhere, Q = 0 or C = 0): a sum
+        # over no column is 0 with a zero gradient, whatever the scores hold.
+        ap = ap + scores[:, :0].sum(dim=1)
         for group in groups:
             ranks_a, ranks_c = [], []
             for part in chunk_slices(group, num_candidates, budget):
@@ -482,7 +487,7 @@ def smooth_ap_with_ranks(
                 ranks_a.append(1.0 + positive_sum)
                 ranks_c.append(negative_sum)
             a, c = torch.cat(ranks_a), torch.cat(ranks_c)
-            ap = ap.index_put((group.queries,), (a / (a + c)).mean(dim=1))
+            ap = ap.index_put((group.queries,), _differentiable_ratio(a, c).mean(dim=1))
             saved.append((a, c))
         return ap, saved
     # No graph: one block buffer for every chunk, each group's ranks written in place.
@@ -507,6 +512,26 @@ def smooth_ap_with_ranks(
         ap[group.queries] = (a / (a + c)).mean(dim=1)
         saved.append((a, c))
     return ap, saved
+
+
+def _differentiable_ratio(ranks_a: torch.Tensor, ranks_c: torch.Tensor) -> torch.Tensor:
+    """``A_i / R_i`` with ``R_i = A_i + C_i``, differentiated as ``1 - C_i / R_i``.
+
+    The value is ``A / (A + C)`` bit for bit, as the forward without a graph computes it; the
+    gradient is that of ``-C / R``, the same function up to the constant 1. Autograd of
+    ``A / R`` itself leaves a rounding residue (``1 / R - A / R^2``, about ``5e-8`` in float32)
+    where ``C = 0`` exactly, a positive without negatives; ``C / R`` sends ``A`` exactly
+    ``C / R^2 = 0`` there and ``C`` nothing that reaches a score (no negative carries it), so
+    such a query's gradient is exactly 0, as the closed-form backward gives it.
+
+    Example:
+        >>> a = torch.tensor([2.0, 3.0], requires_grad=True)
+        >>> ratio = _differentiable_ratio(a, torch.zeros(2))
+        >>> ratio.tolist(), torch.autograd.grad(ratio.sum(), a)[0].tolist()
+        ([1.0, 1.0], [0.0, 0.0])
+    """
+    shortfall = ranks_c / (ranks_a + ranks_c)
+    return (ranks_a / (ranks_a + ranks_c)).detach() + (shortfall.detach() - shortfall)
 
 
 class _SmoothAPExact(torch.autograd.Function):
@@ -694,9 +719,12 @@ def smooth_ap(
     Returns:
         ``[Q]`` smooth AP per query. A query with no positive has no AP: its entry is NaN and
         receives zero gradient. A query whose candidates are all positive has AP exactly 1 and
-        zero gradient. Empty input is legal: no query (``Q = 0``) gives an empty ``[0]``; no
-        candidate (``C = 0``) leaves every query without a positive, so every entry is NaN
-        (the score losses, whose softmax or hinge needs a candidate, refuse such a matrix).
+        a gradient of exactly 0. Empty input is legal: no query (``Q = 0``) gives an empty
+        ``[0]``; no candidate (``C = 0``) leaves every query without a positive, so every entry
+        is NaN (the score losses, whose softmax or hinge needs a candidate, refuse such a
+        matrix). Both backwards, and ``torch.func.grad`` of ``backward="autograd"``, treat these
+        cases alike: the result stays on the graph of ``scores`` even when no query has a
+        positive, and such rows get a zero gradient.
 
     Raises:
         GradlabError: on a non-tensor, wrong shape, dtype or device, non-finite scores, or a
