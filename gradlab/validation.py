@@ -236,6 +236,36 @@ def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tenso
     return finite
 
 
+CANDIDATE_MASK_HINT = ("-inf is no mask here: give a left-out entry a finite score and "
+                       "candidate_mask=False")
+"""What a refusal of ``scores`` holding -inf adds where the function takes a ``candidate_mask``
+(:func:`candidate_mask_instead`)."""
+
+
+@contextmanager
+def candidate_mask_instead(scores: object) -> Iterator[None]:
+    """Within the block, a refusal of ``scores`` as not finite, where they hold -inf (the mask
+    of a softmax written by hand), also says how this function leaves entries out
+    (:data:`CANDIDATE_MASK_HINT`). Reads values only when the block raises.
+
+    Example:
+        >>> scores = torch.tensor([[0.5, -float("inf")]])
+        >>> try:
+        ...     with candidate_mask_instead(scores):
+        ...         check_finite("scores", scores)
+        ... except GradlabError as error:
+        ...     print(str(error).split("; ")[-1])
+        -inf is no mask here: give a left-out entry a finite score and candidate_mask=False
+    """
+    try:
+        yield
+    except GradlabError as error:
+        if (str(error).startswith("scores must be finite") and isinstance(scores, torch.Tensor)
+                and bool(scores.detach().isneginf().any())):  # fmt: skip
+            raise GradlabError(f"{error}; {CANDIDATE_MASK_HINT}") from None
+        raise
+
+
 @contextmanager
 def refused_by_caller_name(**tensors: torch.Tensor) -> Iterator[None]:
     """Within the block, a :class:`GradlabError` (a refusal of values the block computed from

@@ -35,6 +35,7 @@ from gradlab.functional.smooth_ap import (
     smooth_ap_with_ranks,
 )
 from gradlab.validation import (
+    candidate_mask_instead,
     check_bool,
     check_non_negative_finite,
     check_positive_finite,
@@ -384,7 +385,8 @@ def gradient_counts(
     """
     tau = check_positive_finite("tau", tau)
     eps = check_positive_finite("eps", eps)
-    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
+    with candidate_mask_instead(scores):
+        check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)

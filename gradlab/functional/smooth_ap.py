@@ -41,6 +41,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
+    candidate_mask_instead,
     check_bool,
     check_positive_int,
     check_real_device,
@@ -742,7 +743,8 @@ def smooth_ap(
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
     validate = check_bool("validate", validate)
     finite = {"scores": scores} if validate else None
-    return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
+    with candidate_mask_instead(scores):
+        return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
 
 
 GRADIENT_PER_TAU = 1.25
