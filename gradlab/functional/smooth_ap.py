@@ -728,8 +728,9 @@ def smooth_ap(
         positive, and such rows get a zero gradient.
 
     Raises:
-        GradlabError: on a non-tensor, wrong shape, dtype or device, non-finite scores, or a
-            ``tau`` outside ``[1e-30, inf)``.
+        GradlabError: on a non-tensor, wrong shape, dtype or device, non-finite scores, a
+            ``tau`` outside ``[1e-30, inf)``, or float16 scores that require a gradient which
+            could pass float16's largest value (``1.25 / tau`` above 65504).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.8, 0.1], [0.2, 0.5, 0.4]])
@@ -811,8 +812,9 @@ def smooth_ap_checked(
     A caller that wants only the groups passes ``ranks_needed=False``: groups without a
     negative then skip their ``O(G n C)`` blocks (see :func:`smooth_ap_with_ranks`).
     With ``finite`` (validated calls), float16 scores whose gradient could pass float16 are
-    refused (:func:`check_half_gradient`; ``averaged``: the caller means the APs over the
-    queries with a positive, as the losses do).
+    refused when a gradient is computed (they require it, with grad mode on;
+    :func:`check_half_gradient`; ``averaged``: the caller means the APs over the queries with a
+    positive, as the losses do).
     """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
@@ -826,7 +828,8 @@ def smooth_ap_checked(
                              "(s_j - s_i) / tau stay finite")}  # fmt: skip
     groups = group_by_positive_count(positives, finite=finite, candidate_mask=candidate_mask,
                                      bounds=bounds)  # fmt: skip
-    if finite is not None and scores.dtype == torch.float16 and value_checks_enabled():
+    if (finite is not None and scores.dtype == torch.float16 and value_checks_enabled()
+            and scores.requires_grad and torch.is_grad_enabled()):  # no gradient: no overflow
         check_half_gradient(tau, groups, averaged)
     saved: list | None = [] if stash is not None else None
     if backward == "exact":

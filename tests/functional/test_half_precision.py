@@ -480,8 +480,18 @@ def test_every_half_smooth_ap_call_that_validate_accepts_has_a_finite_gradient(p
     assert refused > 0 and accepted > 0
 
 
-def test_the_smooth_ap_gradient_refusal_states_its_bound():
+def test_half_precision_smooth_ap_without_a_gradient_is_not_refused_for_it():
+    # no gradient is computed, so none can overflow: the refusal spoke of one under no_grad
     tied = torch.zeros(4, 4, dtype=torch.float16)
+    positives = torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 1)
+    expected = F.smooth_ap(tied.float(), positives, 1e-7).half()
+    assert torch.equal(F.smooth_ap(tied, positives, 1e-7), expected)  # no requires_grad
+    with torch.no_grad():
+        assert torch.equal(F.smooth_ap(tied.requires_grad_(True), positives, 1e-7), expected)
+
+
+def test_the_smooth_ap_gradient_refusal_states_its_bound():
+    tied = torch.zeros(4, 4, dtype=torch.float16, requires_grad=True)
     positives = torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 1)
     assert _gradient_refusal(lambda: F.smooth_ap(tied, positives, 1e-7)) == (
         f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
@@ -489,7 +499,7 @@ def test_the_smooth_ap_gradient_refusal_states_its_bound():
         f"|dAP/dS| can reach 1.25 / tau, {1.25 / 1e-7:.3g}; pass float32 or bfloat16 "
         "scores, or a larger tau")
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 7])  # 6 queries with a positive
-    half = torch.ones(8, 3, dtype=torch.float16)
+    half = torch.ones(8, 3, dtype=torch.float16, requires_grad=True)
     assert _gradient_refusal(lambda: F.smooth_ap_loss(half, labels, tau=1e-6)) == (
         f"{EMBEDDINGS_OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); at tau=1e-06 SmoothAP's "
@@ -503,7 +513,7 @@ def test_the_smooth_ap_gradient_refusal_states_its_bound():
     for dtype in (torch.bfloat16, torch.float32):  # their range holds it: no refusal
         F.smooth_ap(tied.to(dtype), positives, 1e-7)
     with skip_value_checks():  # validate off: what went through before, an inf gradient
-        leaf = tied.clone().requires_grad_()
+        leaf = tied.detach().clone().requires_grad_()
         F.smooth_ap(leaf, positives, 1e-7).sum().backward()
     assert not bool(torch.isfinite(leaf.grad).all())
 
