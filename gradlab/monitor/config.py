@@ -45,6 +45,7 @@ full ones."""
 QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Suspects)
 """gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
+
 def _named_instead(quantities: object) -> str:
     """What a list of quantities given by name should hold instead: each name's class, called
     (names that are no quantity of gradlab's are listed against those that are)."""

@@ -977,6 +977,11 @@ class Monitor:
     ) -> dict | None:  # fmt: skip
         """Compute ``due`` on ``batch`` (global under torch.distributed, as the ranks agreed),
         write the record."""
+        if not due:  # read for the other ranks alone (a quantity disabled here): their gather
+            if self.distributed == "auto":
+                gather_batch(batch, agreement.rows if agreement else None,
+                             same=agreement is not None and agreement.same)  # fmt: skip
+            return None
         changed = batch.changed_since_call()
         if changed and not self._changed_warned:
             self._changed_warned = True

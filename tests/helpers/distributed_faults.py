@@ -214,17 +214,20 @@ class RowsSeen(gradlab.monitor.Quantity):
     needs = frozenset({"embeddings"})
     keys = ("rows_seen",)
 
+    failing_rank = 1
+
     def compute(self, batch):
         rank = torch.distributed.get_rank()
-        if rank == 1 and self.step == FAULT_STEP:
+        if rank == self.failing_rank and self.step == FAULT_STEP:
             raise RuntimeError("injected failure in a quantity on rank 1")
         return {"rows_seen": torch.tensor(float(batch.embeddings.shape[0]))}
 
 
-def disabled_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+def disabled_worker(rank: int, world: int, init_file: str, out_dir: str,
+                    failing_rank: int = 1) -> None:  # fmt: skip
     """The loss is logged at steps 0 and 1 only, :class:`RowsSeen` at every step; it raises on
-    rank 1 at step 1 and is disabled there alone. Writes ``disabled_<rank>.json`` (the
-    warnings, the skipped steps)."""
+    ``failing_rank`` at step 1 and is disabled there alone. Writes ``disabled_<rank>.json``
+    (the warnings, the skipped steps)."""
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=30),
@@ -232,6 +235,7 @@ def disabled_worker(rank: int, world: int, init_file: str, out_dir: str) -> None
     torch.manual_seed(0)
     model = EmbeddingMLP(32, 8)
     rows = RowsSeen(lambda step: True)
+    rows.failing_rank = failing_rank
     quantities = [gradlab.monitor.quantities.Loss(lambda step: step < 2), rows]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -215,3 +215,20 @@ def test_a_quantity_disabled_on_one_rank_is_still_logged_by_rank_0(tmp_path):
     assert [w.split("\n")[0] for w in ranks[1]["warnings"]] == [
         "gradlab.Monitor: quantity 'rows_seen' raised and is disabled (strict=True raises "
         "instead):"]
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_rank_0_alone_ends_its_records_without_empty_ones(tmp_path):
+    """RowsSeen raises on rank 0 at step 1: rank 0, which alone writes, logs it no more. Rank 1
+    still computes it; rank 0 reads its batch for that rank's gather and writes no record
+    that would hold its step alone."""
+    _spawn(disabled_worker, (str(tmp_path / "init"), str(tmp_path), 0), "a disabled quantity")
+    ranks = [json.loads((tmp_path / f"disabled_{rank}.json").read_text()) for rank in range(2)]
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [sorted(record) for record in records] == [["loss", "rows_seen", "step"],
+                                                     ["loss", "step"]]  # fmt: skip
+    assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
+    assert [w.split("\n")[0] for w in ranks[0]["warnings"]] == [
+        "gradlab.Monitor: quantity 'rows_seen' raised and is disabled (strict=True raises "
+        "instead):"]
+    assert ranks[1]["warnings"] == []
