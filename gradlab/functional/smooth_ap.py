@@ -700,6 +700,11 @@ def smooth_ap(
     Args:
         scores: ``[Q, C]`` float tensor, query ``q``'s score for candidate ``c`` (larger ranks
             higher). float16/bfloat16 are computed in float32 and returned in their own dtype.
+            AP and its gradient do not change when a constant is added to a row, but ``s /
+            tau`` is rounded at the scores' magnitude: float32 rows that share a large offset
+            (raw dot products near 1000, spread 0.05) lose the low digits of their
+            differences. Subtract each row's mean first (``scores - scores.mean(dim=1,
+            keepdim=True)``) to keep them.
         positives: ``[Q, C]`` bool tensor, ``True`` where candidate ``c`` is relevant to ``q``.
         tau: temperature of the sigmoid ``G``, finite and at least ``1e-30``
             (:data:`gradlab.validation.SMALLEST_TEMPERATURE`: ``1/tau`` must fit float32).

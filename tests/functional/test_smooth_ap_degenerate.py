@@ -102,3 +102,18 @@ def test_the_double_backward_of_all_positive_queries_is_zero(backward):
     (second,) = torch.autograd.grad(grad.sum(), leaf)
     assert torch.equal(grad.detach(), torch.zeros(4, 6, dtype=torch.float64))
     assert torch.equal(second, torch.zeros(4, 6, dtype=torch.float64))
+
+
+def test_rows_sharing_a_large_offset_keep_their_precision_once_centred():
+    # what smooth_ap's docstring advises for float32 raw dot products: AP is shift-invariant
+    # per row, s / tau is not rounded alike; the float64 loop on the same inputs is the truth
+    generator = torch.Generator().manual_seed(0)
+    scores = 0.05 * torch.randn(16, 64, generator=generator) + 1000.0
+    positives = torch.rand(16, 64, generator=generator) < 0.1
+    positives[:, 0] = True
+    truth = torch.tensor([smooth_ap_one_query(row.double().tolist(), flags.tolist(), 0.01)
+                          for row, flags in zip(scores, positives, strict=True)])  # fmt: skip
+    plain = smooth_ap(scores, positives, 0.01).double()
+    centred = smooth_ap(scores - scores.mean(dim=1, keepdim=True), positives, 0.01).double()
+    assert (plain - truth).abs().max() > 1e-6  # the digits lost to the offset
+    assert (centred - truth).abs().max() < 1e-6
