@@ -208,13 +208,15 @@ class GradlabCallback(Callback):
         self._stepped = False  # whether Lightning ever ran on_before_optimizer_step's step()
         # The Trainer (weakly) and the folder of the last fit: its next fit goes on there.
         self._last_fit: tuple[weakref.ref, Path] | None = None
+        self._restored = False  # a copy unpickled with a checkpoint, never set up since
 
     def __getstate__(self) -> dict:
         """Pickled without its Monitor (open files) and its Trainer: a checkpoint's
         ``save_hyperparameters()`` or ``torch.save(model)`` of a module holding the watched
-        loss saves the options only."""
+        loss saves the options only. The copy knows it is one: a callback that watches its loss
+        again (after ``load_from_checkpoint``) takes it over without a warning."""
         return {**self.__dict__, "monitor": None, "_trainer": None, "_warned_closed": None,
-                "_last_fit": None}  # fmt: skip
+                "_last_fit": None, "_restored": True}  # fmt: skip
 
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
@@ -241,14 +243,16 @@ class GradlabCallback(Callback):
                 return loss_fn  # watched already (a cell run again): wrapped once
             loss_fn = watching.loss_fn  # another callback's: its own wrapper stays its own
             name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
-            warnings.warn(  # two callbacks in one Trainer: the first would log nothing
-                f"GradlabCallback: loss_fn {name} was watched by another GradlabCallback; it "
-                "is now watched by this one alone, and the other logs none of its calls (a "
-                "loss is watched by one callback at a time: a notebook cell run again, or two "
-                "callbacks given one loss?)",
-                RuntimeWarning,
-                stacklevel=caller_stacklevel(),  # the watch() call
-            )
+            restored = getattr(watching.callback, "_restored", False)  # a checkpoint's copy
+            if not restored:  # two callbacks in one Trainer: the first would log nothing
+                warnings.warn(
+                    f"GradlabCallback: loss_fn {name} was watched by another GradlabCallback; it "
+                    "is now watched by this one alone, and the other logs none of its calls (a "
+                    "loss is watched by one callback at a time: a notebook cell run again, or two "
+                    "callbacks given one loss?)",
+                    RuntimeWarning,
+                    stacklevel=caller_stacklevel(),  # the watch() call
+                )
         adapt(loss_fn, inputs)
         return watched_like(loss_fn, _WatchedLoss(self, loss_fn, inputs))
 
@@ -318,7 +322,7 @@ class GradlabCallback(Callback):
         if stage != "fit":
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
-        self._trainer, self._stepped = trainer, False
+        self._trainer, self._stepped, self._restored = trainer, False, False
         if _tuner_search(trainer):  # lr_find / scale_batch_size: no training to log
             return
         options = self.options
