@@ -1454,6 +1454,20 @@ def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau
     assert not any("default tau" in title for title in titles)
 
 
+def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, monkeypatch):
+    first = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
+    second = _run_of(tmp_path / "ntxent_2", gradlab.NTXentLoss(0.2))
+    smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, [first, second, smooth], out=tmp_path / "figures")
+    _close(figures)
+    said = [str(w.message) for w in caught if "sigmoid tau" in str(w.message)]
+    assert said == [f"{first}, {second} were logged by a loss without a sigmoid tau: their "
+                    "lines of operating_region, gradient_counts, gradient_count_mean measure "
+                    "SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and "
+                    "do not compare with the other runs'"]
+
+
 def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_path,
                                                                              monkeypatch):
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
