@@ -144,6 +144,45 @@ def _summary(line: str) -> str:
     return f"<summary>{_inline(text)}</summary>"
 
 
+def markdown_page(markdown: str) -> str:
+    """``markdown`` as ``summary.md`` holds it, for a Markdown viewer: each figure numbered as
+    :func:`markdown_to_html` numbers it, an ``<a id="figure-N"></a>`` anchor before it and its
+    caption under it as ``**Figure N.** caption``; and every heading that a ``[text](#anchor)``
+    link of the page targets gets the anchor as written (``<a id="..."></a>`` before it), since
+    viewers derive a heading's own anchor each by its own rule (GitHub keeps a ``-`` for every
+    space, so ``A & B`` becomes ``a--b``). Fenced code is left as written.
+
+    Example:
+        >>> print(markdown_page("# R\\n\\nSee [Figure 1](#figure-1).\\n\\n![Plot](figures/a.png)"))
+        # R
+        <BLANKLINE>
+        See [Figure 1](#figure-1).
+        <BLANKLINE>
+        <a id="figure-1"></a>
+        ![Plot](figures/a.png)
+        <BLANKLINE>
+        **Figure 1.** Plot
+    """
+    targets = set(re.findall(r"\]\(#([\w-]+)\)", markdown))
+    out: list[str] = []
+    figures, fenced = 0, False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        image = None if fenced else re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip())
+        heading = None if fenced else re.match(r"^#{1,6} (.*)$", line)
+        if image:
+            figures += 1
+            indent = line[: len(line) - len(line.lstrip())]
+            out += [f'{indent}<a id="figure-{figures}"></a>', line, "",
+                    f"{indent}**Figure {figures}.** {image.group(1)}"]  # fmt: skip
+            continue
+        if heading and slug(heading.group(1)) in targets:
+            out += [f'<a id="{slug(heading.group(1))}"></a>', ""]
+        out.append(line)
+    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
+
+
 def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -> str:
     """The page for ``markdown`` (the dialect of the module docstring), figures from ``root``.
 

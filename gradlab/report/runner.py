@@ -27,7 +27,7 @@ from gradlab.experiments.runtime import (
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.findings import findings_markdown
-from gradlab.report.html import markdown_to_html
+from gradlab.report.html import markdown_page, markdown_to_html
 from gradlab.report.sections import (
     audit_section,
     loss_comparison_section,
@@ -177,7 +177,7 @@ def run_report(
     write_json(out / "results.json", results)
     # Findings first: one sentence per section, each linked to its figure and section.
     text = "\n".join([*intro, findings_markdown(rendered, finders), "", *markdown])
-    (out / "summary.md").write_text(text)
+    (out / "summary.md").write_text(markdown_page(text))
     (out / "index.html").write_text(markdown_to_html(text, out))
     return results
 

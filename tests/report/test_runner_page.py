@@ -3,6 +3,7 @@ time of the report's child processes (system time included)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import torch
 
 import gradlab
 from gradlab.progress import set_progress_mode
-from gradlab.report import runner
+from gradlab.report import findings, runner
 
 
 @pytest.fixture
@@ -73,3 +74,32 @@ def test_the_workers_cpu_adds_the_childrens_user_and_system_time(tmp_path, monke
     assert system >= 0.1  # the child's system calls took system time
     assert workers == round(workers, 1)
     assert abs(workers - (user + system)) <= 0.05 + 1e-9
+
+
+def _markdown_anchors(text):
+    """The anchors a Markdown viewer finds in ``text``: explicit ``<a id="...">`` tags, and each
+    heading's own, by GitHub's rule (lower case; punctuation other than ``-`` dropped; every
+    space a ``-``)."""
+    explicit = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    headings = {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+                for heading in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}  # fmt: skip
+    return explicit | headings
+
+
+def test_every_link_of_the_page_and_of_summary_md_has_its_anchor(tmp_path, monkeypatch, quiet):
+    # a finding that cites a figure of its section, under a heading with an "&"
+    def section(out, quick, device):
+        return {}, "## Two & three (2020)\n\n![A plot of two](figures/two.png)"
+
+    monkeypatch.setattr(runner, "SECTIONS", {"one": _section("one"), "two": section})
+    monkeypatch.setitem(findings.FINDERS, "two",
+                        lambda results: [findings.Finding("Two rises.", "figures/two.png")])
+    runner.run_report(tmp_path, only=["one", "two"], device="cpu", workers=1)
+    summary = (tmp_path / "summary.md").read_text()
+    links = re.findall(r"\]\(#([^)]+)\)", summary)
+    assert "figure-1" in links and len(links) == 2
+    assert set(links) <= _markdown_anchors(summary), summary
+    assert "**Figure 1.** A plot of two" in summary  # numbered as the HTML page numbers it
+    page = (tmp_path / "index.html").read_text()
+    hrefs = re.findall(r'href="#([^"]+)"', page)
+    assert "figure-1" in hrefs and set(hrefs) <= set(re.findall(r' id="([^"]+)"', page))
