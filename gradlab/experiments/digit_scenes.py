@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -536,6 +537,30 @@ def chance_recall_at_1(results: dict) -> dict[str, float]:
 CHANCE_FACTOR = 2.0
 """A loss is compared only if its mean R@1 is at least this many times chance both ways."""
 
+COLLAPSE_COSINE = 0.9
+"""Two unit embeddings whose cosine is above this nearly coincide (squared distance below
+``2 - 2 * 0.9 = 0.2``)."""
+
+COLLAPSE_SHARE = 0.1
+"""A modality has collapsed when at most this share of its pairs is farther apart than
+:data:`COLLAPSE_COSINE` allows (at least 90 % nearly coincide)."""
+
+
+def collapse_uniformity(t: float = 2.0) -> float:
+    """The uniformity (Wang & Isola 2020, Eq. 5, ``log mean exp(-t |u - v|^2)``, kernel ``t``)
+    above which a modality has collapsed: pairs at squared distance above ``D = 2 - 2 *``
+    :data:`COLLAPSE_COSINE` add at most ``exp(-t D)`` each to the mean and the others at most
+    1, so a share ``s`` of such pairs keeps the mean at most ``1 - s (1 - exp(-t D))``; a
+    uniformity above ``log(1 -`` :data:`COLLAPSE_SHARE` ``(1 - exp(-t D)))`` leaves at most
+    that share of the pairs farther apart than ``D``.
+
+    Example:
+        >>> round(collapse_uniformity(), 4)
+        -0.0335
+    """
+    far = 2 - 2 * COLLAPSE_COSINE
+    return math.log(1 - COLLAPSE_SHARE * (1 - math.exp(-t * far)))
+
 
 def summarize(results: dict) -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
@@ -566,6 +591,10 @@ def summarize(results: dict) -> dict:
     for encoder, runs in results["runs"].items():
         apart[encoder] = {loss: _apart_numbers(run) for loss, run in runs.items()
                           if not _above_chance(run, chance)}  # fmt: skip
+        for loss, run in runs.items():  # trained above chance, yet its embeddings collapsed
+            collapsed = _collapsed(run)
+            if loss not in apart[encoder] and collapsed:
+                apart[encoder][loss] = {**_apart_numbers(run), "collapsed": collapsed}
         compared[encoder] = {loss: run for loss, run in runs.items() if loss not in apart[encoder]}
     best_recall = {}
     for direction in DIRECTIONS:
@@ -584,7 +613,23 @@ def summarize(results: dict) -> dict:
         best_rsum[encoder] = {"loss": found[0], "tied": found[1]} if found else {
             "loss": None, "tied": []}
     return {"chance": chance, "chance_factor": CHANCE_FACTOR, "apart": apart,
+            "collapse": {"uniformity": collapse_uniformity(), "cosine": COLLAPSE_COSINE,
+                         "share": COLLAPSE_SHARE},
             "best_recall_at_1": best_recall, "best_rsum": best_rsum}  # fmt: skip
+
+
+def _collapsed(run: dict) -> dict[str, float]:
+    """The modalities whose mean (over seeds) uniformity at the last logged step is above
+    :func:`collapse_uniformity`, with that mean; empty when none (or no geometry logged)."""
+    geometry = run.get("geometry") or {}
+    found = {}
+    for modality in ("images", "captions"):
+        seeds = geometry.get(f"uniformity_{modality}")
+        if seeds:
+            mean = mean_std([seed[-1] for seed in seeds])[0]
+            if mean > collapse_uniformity():
+                found[modality] = mean
+    return found
 
 
 def _above_chance(run: dict, chance: dict[str, float]) -> bool:

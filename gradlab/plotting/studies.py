@@ -184,8 +184,9 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
     """R@1/5/10 in both directions for each encoder and loss (mean +- std over seeds).
 
     A run that did not train (mean R@1 below
-    :data:`~gradlab.experiments.digit_scenes.CHANCE_FACTOR` times chance either way, listed
-    apart and not ranked by :func:`~gradlab.experiments.digit_scenes.summarize`) is drawn
+    :data:`~gradlab.experiments.digit_scenes.CHANCE_FACTOR` times chance either way) or whose
+    embeddings collapsed (listed apart and not ranked by
+    :func:`~gradlab.experiments.digit_scenes.summarize`) is drawn
     hatched and faint, and the legend says so; a result without its test set's sizes
     (``settings.test_scenes``) marks none."""
     result = _load(source)
@@ -220,10 +221,15 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
         axis.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("recall on unseen scenes")
     handles = [Patch(color=colours[index], label=loss) for index, loss in enumerate(losses)]
-    if any(apart.values()):  # not ranked: the text lists these runs apart
+    reasons = [numbers.get("collapsed") for runs in apart.values() for numbers in runs.values()]
+    if any(not reason for reason in reasons):  # not ranked: the text lists these runs apart
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
                              label=f"did not train (R@1 < {digit_scenes.CHANCE_FACTOR:g} x "
                                    "chance): not ranked"))  # fmt: skip
+    if any(reasons):
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
+                             label="embeddings collapsed (uniformity > "
+                                   f"{digit_scenes.collapse_uniformity():.3f}): not ranked"))
     axes[0].legend(handles=handles, fontsize=10)
     figure.suptitle(
         f"Digit scenes: recall both ways, {_seeds(result)} (bars: mean +- std)",

@@ -298,11 +298,19 @@ def _losses(results: dict) -> list[Finding]:
 def _scenes(results: dict) -> list[Finding]:
     summary = results.get("summary") or digit_scenes.summarize(results)
     sentences = best_recall_sentences(results, summary)
-    apart = [f"{encoder} with {loss}" for encoder, losses in summary["apart"].items()
-             for loss in losses]  # fmt: skip
-    if apart:
+    apart = {"untrained": [], "collapsed": []}
+    for encoder, losses in summary["apart"].items():
+        for loss, numbers in losses.items():
+            kind = "collapsed" if numbers.get("collapsed") else "untrained"
+            apart[kind].append(f"{encoder} with {loss}")
+    if apart["untrained"]:
         sentences.append(f"Listed apart, not compared (R@1 not at least "
-                         f"{summary['chance_factor']:g} x chance both ways): {', '.join(apart)}.")
+                         f"{summary['chance_factor']:g} x chance both ways): "
+                         f"{', '.join(apart['untrained'])}.")  # fmt: skip
+    if apart["collapsed"]:
+        sentences.append(f"Listed apart, not compared (embeddings collapsed: uniformity above "
+                         f"{summary['collapse']['uniformity']:.3f}): "
+                         f"{', '.join(apart['collapsed'])}.")  # fmt: skip
     return [Finding(" ".join(sentences), "figures/digit_scenes_recall.png")]
 
 

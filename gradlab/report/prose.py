@@ -286,8 +286,8 @@ def scenes_text(results: dict, summary: dict | None = None) -> str:
     parts = best_recall_sentences(results, summary)
     for encoder, best in summary["best_rsum"].items():
         if best["loss"] is None:
-            parts.append(f"{encoder}: no loss above {_chance_words(summary)}, so its losses are "
-                         "not ranked.")  # fmt: skip
+            parts.append(f"{encoder}: no loss above {_chance_words(summary)}"
+                         f"{_uncollapsed(summary, encoder)}, so its losses are not ranked.")
             continue
         rsum = results["runs"][encoder][best["loss"]]["recall"]["rsum"]
         sentence = f"{encoder}: highest rsum with {best['loss']} ({cell(rsum, 1)})"
@@ -297,10 +297,17 @@ def scenes_text(results: dict, summary: dict | None = None) -> str:
         elif len(results["runs"][encoder]) - len(summary["apart"][encoder]) > 1:
             sentence += ", ahead of the other compared losses by more than the seed spread."
         else:
-            sentence += f", the only one of its losses above {_chance_words(summary)}."
+            sentence += (f", the only one of its losses above {_chance_words(summary)}"
+                         f"{_uncollapsed(summary, encoder)}.")  # fmt: skip
         parts.append(sentence)
     parts += [scenes_apart_text(summary), scenes_scope_sentence(results)]
     return " ".join(part for part in parts if part)
+
+
+def _uncollapsed(summary: dict, encoder: str) -> str:
+    """``" whose embeddings did not collapse"`` where one of ``encoder``'s runs collapsed."""
+    collapsed = any(numbers.get("collapsed") for numbers in summary["apart"][encoder].values())
+    return " whose embeddings did not collapse" if collapsed else ""
 
 
 def _chance_words(summary: dict) -> str:
@@ -309,7 +316,8 @@ def _chance_words(summary: dict) -> str:
 
 def scenes_apart_text(summary: dict) -> str:
     """The (encoder, loss) runs listed apart, each with its measured R@1 both ways and its
-    training loss; empty if none.
+    training loss: those that did not train (R@1 below the chance gate), then those whose
+    embeddings collapsed (:func:`collapse_words`), with their uniformity; empty if none.
 
     Example:
         >>> summary = {"chance": {"i2t": 0.002, "t2i": 0.002}, "chance_factor": 2.0,
@@ -317,17 +325,46 @@ def scenes_apart_text(summary: dict) -> str:
         >>> scenes_apart_text(summary)
         'Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): VSE++ with NT-Xent (R@1 0.0030 image -> caption, 0.0010 caption -> image).'
     """  # noqa: E501
-    parts = [f"{encoder} with {loss} (" + ", ".join(
-                 [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
-                  "caption -> image", *loss_change_words(numbers)]) + ")"
-             for encoder, losses in summary["apart"].items()
-             for loss, numbers in losses.items()]  # fmt: skip
-    if not parts:
-        return ""
-    chance = summary["chance"]
-    return (f"Listed apart, not ranked, as they did not train here (mean R@1 not at least "
+    untrained, collapsed = [], []
+    for encoder, losses in summary["apart"].items():
+        for loss, numbers in losses.items():
+            words = [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
+                     "caption -> image", *loss_change_words(numbers)]  # fmt: skip
+            if numbers.get("collapsed"):
+                words.append("uniformity " + ", ".join(
+                    f"{modality} {value:.3f}" for modality, value in numbers["collapsed"].items()))
+                collapsed.append(f"{encoder} with {loss} (" + ", ".join(words) + ")")
+            else:
+                untrained.append(f"{encoder} with {loss} (" + ", ".join(words) + ")")
+    sentences = []
+    if untrained:
+        chance = summary["chance"]
+        sentences.append(
+            f"Listed apart, not ranked, as they did not train here (mean R@1 not at least "
             f"{_chance_words(summary)}; chance {chance['i2t']:.4f} image -> caption, "
-            f"{chance['t2i']:.4f} caption -> image): {'; '.join(parts)}.")  # fmt: skip
+            f"{chance['t2i']:.4f} caption -> image): {'; '.join(untrained)}.")  # fmt: skip
+    if collapsed:
+        sentences.append(f"Listed apart, not ranked, as their embeddings collapsed "
+                         f"({collapse_words(summary)}): {'; '.join(collapsed)}.")  # fmt: skip
+    return " ".join(sentences)
+
+
+def collapse_words(summary: dict) -> str:
+    """What a collapsed run is, from :func:`gradlab.experiments.digit_scenes.summarize`'s
+    ``collapse``.
+
+    Example:
+        >>> collapse_words({"collapse": {"uniformity": -0.0335, "cosine": 0.9, "share": 0.1}})
+        'R@1 above the chance gate, but the mean uniformity of its images or of its captions at the last logged step above -0.034 = log(1 - 0.1 (1 - exp(-2 x 0.2))), so that at most 10 % of their pairs are farther apart than cosine 0.9 (squared distance 0.2): the embeddings of that modality nearly coincide'
+    """  # noqa: E501
+    collapse = summary["collapse"]
+    far = 2 - 2 * collapse["cosine"]
+    return (f"R@1 above the chance gate, but the mean uniformity of its images or of its "
+            f"captions at the last logged step above {collapse['uniformity']:.3f} = "
+            f"log(1 - {collapse['share']:g} (1 - exp(-2 x {far:g}))), so that at most "
+            f"{100 * collapse['share']:.0f} % of their pairs are farther apart than cosine "
+            f"{collapse['cosine']:g} (squared distance {far:g}): the embeddings of that modality "
+            "nearly coincide")
 
 
 def scenes_scope_sentence(results: dict) -> str:
@@ -470,7 +507,9 @@ def geometry_text(results: dict) -> str:
             parts.append(part + (f"; within its seed spread: {', '.join(tied)})" if tied else ")"))
         step = next(iter(runs.values()))["anatomy"]["steps"][-1]
         joined = " and ".join(parts)
-        left_out = f" (listed apart, not compared: {', '.join(apart)})" if apart else ""
+        named = [f"{loss} (collapsed)" if apart[loss].get("collapsed") else loss
+                 for loss in apart]  # fmt: skip
+        left_out = f" (listed apart, not compared: {', '.join(named)})" if apart else ""
         sentences.append(f"{encoder} at step {step}: the highest effective rank {joined}"
                          f"{left_out}.")
     return "\n".join([*lines, "", " ".join(sentences)])
