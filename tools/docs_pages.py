@@ -186,12 +186,12 @@ def readme_findings(root: Path) -> str:
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)
-    from gradlab.report.findings import problems_by_paper
+    from gradlab.report.findings import in_texts, problems_by_paper
 
     # "17 claims" alone read as the claims checked (the table's 16 and 20)
     per_paper = "; ".join(
         f"{paper}: {distinct_problems(mine)} problems across {len(mine)} of its claims"
-        for paper, mine in problems_by_paper(records).items()
+        f"{in_texts(mine)}" for paper, mine in problems_by_paper(records).items()
     )
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one

@@ -60,6 +60,20 @@ def problems_by_paper(records: list[dict]) -> dict[str, list[dict]]:
     return papers
 
 
+def in_texts(records: list[dict]) -> str:
+    """`` in its N texts`` when ``records`` (one paper's) come from more than one of its texts
+    (a short and a long version), else nothing: a step printed in each is a claim of each, and
+    counted once per text.
+
+    Example:
+        >>> in_texts([{"seed": "short"}, {"seed": "long"}]), in_texts([{"seed": "short"}])
+        (' in its 2 texts (a step printed in each is counted in each)', '')
+    """
+    texts = len({record["seed"] for record in records})
+    return f" in its {texts} texts (a step printed in each is counted in each)" if texts > 1 \
+        else ""  # fmt: skip
+
+
 def _counted(number: int, noun: str) -> str:
     """``1 claim``, ``2 claims``."""
     return f"{number} {noun}{'s' * (number != 1)}"
@@ -86,12 +100,13 @@ def _headlines(records: list[dict]) -> list[Finding]:
                 f"; {sum(r['verdict'] == 'fails' for r in mine)} fail even corrected")
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
-                f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps hold "
-                f"only after a correction, from {distinct_problems(mine)} distinct slips: "
-                f"{_causes(mine)}{tail}.", rank=0))  # fmt: skip
+                f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps"
+                f"{in_texts(mine)} hold only after a correction, from "
+                f"{distinct_problems(mine)} distinct slips: {_causes(mine)}{tail}.",
+                rank=0))  # fmt: skip
         else:
             findings.append(Finding(
-                f"{paper}: {_counted(len(mine), 'printed claim')} "
+                f"{paper}: {_counted(len(mine), 'printed claim')}{in_texts(mine)} "
                 f"{'does' if len(mine) == 1 else 'do'} not hold as printed, "
                 f"{_counted(distinct_problems(mine), 'distinct problem')}: {_causes(mine)}{tail}.",
                 rank=2))  # fmt: skip

@@ -80,8 +80,9 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
     lines = _lines({"audit": ({"counts": {"fails": 2}, "records": records}, "## Audit")})
     assert lines[:2] == ["## Key findings", ""]
     assert lines[2] == (
-        f"- {_paper(SHORT)}'s SmoothAP gradient derivation: 3 of its printed steps hold only "
-        "after a correction, from 2 distinct slips: sign (2 claims); quotient rule (1 claim); "
+        f"- {_paper(SHORT)}'s SmoothAP gradient derivation: 3 of its printed steps in its 2 "
+        "texts (a step printed in each is counted in each) hold only after a correction, from 2 "
+        "distinct slips: sign (2 claims); quotient rule (1 claim); "
         "every correction holds when re-checked by computation. ([Audit](#audit))"
     )
     assert lines[3] == (
