@@ -150,7 +150,8 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"After {last['step'] + 1} steps: P = {last['p_seed_definition']:.3f}, "
         f"share of queries with no difference-matrix entry of slope above eps (Bleeker & de "
         f"Rijke's count; an entry there can still carry no gradient of the loss) = "
-        f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}.",
+        f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}."
+        f"{_saturated_text(dynamics['history'])}",
         "",
         "![Loss, P, queries without gradient and the AD/CB split over one SmoothAP run on "
         "digits 0-4 (a quantity that keeps one value over the run is stated under the figure, "
@@ -161,6 +162,19 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
                "p_vs_batch_size_summary": summary}  # fmt: skip
     results["training_dynamics_last_step"] = last
     return results, "\n".join(lines)
+
+
+def _saturated_text(history: list[dict]) -> str:
+    """What to add when the run's loss reached exactly 0 (every query's smooth AP rounds to 1):
+    the count above is of slopes, which then carry next to no gradient; else nothing."""
+    saturated = next((entry["step"] for entry in history if entry.get("loss") == 0.0), None)
+    if saturated is None:
+        return ""
+    norm = history[-1].get("grad_norm")
+    ends = f" and the embeddings' gradient norm ends at {norm:.1e}" if norm is not None else ""
+    return (f" The loss is exactly 0 from step {saturated} on (every query's smooth AP rounds to "
+            f"1){ends}: the run saturated, and the slopes above eps counted here carry next to "
+            "no gradient.")
 
 
 def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
