@@ -287,6 +287,23 @@ def test_the_verification_section_tabulates_pml_against_smoothap(calls, tmp_path
 # --- operating region --------------------------------------------------------------------------
 
 
+def _stand_in_operating_region(calls, history: list[dict]) -> dict:
+    """Stand-ins for the operating-region section's figures and measurement, the training run
+    ``history``; returns the closed forms drawn."""
+    from gradlab.plotting import studies
+
+    closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
+    calls.replace(sections, "draw_figures", returns={
+        "operating_region_closed_forms": closed,
+        "operating_region_training_dynamics": {"history": history}})  # fmt: skip
+    calls.replace(p_vs_batch_size, "measure", value=lambda **k: _measurement("p"))
+    calls.replace(p_vs_batch_size, "summarize", returns={"trend": "falls"})
+    calls.replace(studies, "plot_p_vs_batch_size")
+    calls.replace(sections, "p_vs_batch_size_text",
+                  value=lambda batch, summary: f"P TEXT {batch['tag']} {summary['trend']}")
+    return closed
+
+
 @pytest.mark.parametrize(("losses", "said"), [
     ((0.5, 0.2, 0.1), ""),
     ((0.5, 0.0, 0.0), " The loss is exactly 0 from step 1 on (every query's smooth AP rounds to "
@@ -296,19 +313,10 @@ def test_the_verification_section_tabulates_pml_against_smoothap(calls, tmp_path
 def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(calls, tmp_path,
                                                                           losses, said):
     # "0 queries without gradient" beside a loss of exactly 0 read as a run still learning
-    from gradlab.plotting import studies
-
-    closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
     history = [{"step": step, "loss": loss, "p_seed_definition": 0.25,
                 "share_without_gradient": 0.0, "ad_share": 0.99, "grad_norm": 7.029e-9}
                for step, loss in zip((0, 1, 41), losses, strict=True)]  # fmt: skip
-    calls.replace(sections, "draw_figures", returns={
-        "operating_region_closed_forms": closed,
-        "operating_region_training_dynamics": {"history": history}})  # fmt: skip
-    calls.replace(p_vs_batch_size, "measure", value=lambda **k: _measurement("p"))
-    calls.replace(p_vs_batch_size, "summarize", returns={"trend": "falls"})
-    calls.replace(studies, "plot_p_vs_batch_size")
-    calls.replace(sections, "p_vs_batch_size_text", value=lambda batch, summary: "P TEXT")
+    _stand_in_operating_region(calls, history)
     (tmp_path / "figures").mkdir()
     _, markdown = operating_region_section(tmp_path, True, "cpu")
     assert (
@@ -320,19 +328,9 @@ def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(calls,
 def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_step(
     calls, tmp_path, request
 ):
-    from gradlab.plotting import studies
-
-    closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
     history = [{"step": 0}, {"step": 1}, {"step": 41, "p_seed_definition": 0.12345,
                              "share_without_gradient": 0.5, "ad_share": 0.0004}]  # fmt: skip
-    calls.replace(sections, "draw_figures", returns={
-        "operating_region_closed_forms": closed,
-        "operating_region_training_dynamics": {"history": history}})  # fmt: skip
-    calls.replace(p_vs_batch_size, "measure", value=lambda **k: _measurement("p"))
-    calls.replace(p_vs_batch_size, "summarize", returns={"trend": "falls"})
-    calls.replace(studies, "plot_p_vs_batch_size")
-    calls.replace(sections, "p_vs_batch_size_text",
-                  value=lambda batch, summary: f"P TEXT {batch['tag']} {summary['trend']}")
+    closed = _stand_in_operating_region(calls, history)
     device = _device(request)
     (tmp_path / "figures").mkdir()  # as the report makes it
     results, markdown = operating_region_section(tmp_path, True, device)
