@@ -311,14 +311,15 @@ def _stand_in_operating_region(calls, history: list[dict]) -> dict:
                       "and the slopes above eps counted here carry next to no gradient."),
 ])  # fmt: skip
 def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(calls, tmp_path,
-                                                                          losses, said):
+                                                                          request, losses, said):
     # "0 queries without gradient" beside a loss of exactly 0 read as a run still learning
     history = [{"step": step, "loss": loss, "p_seed_definition": 0.25,
                 "share_without_gradient": 0.0, "ad_share": 0.99, "grad_norm": 7.029e-9}
                for step, loss in zip((0, 1, 41), losses, strict=True)]  # fmt: skip
     _stand_in_operating_region(calls, history)
     (tmp_path / "figures").mkdir()
-    _, markdown = operating_region_section(tmp_path, True, "cpu")
+    # a device of its own: the measurement is computed once per settings and process
+    _, markdown = operating_region_section(tmp_path, True, _device(request))
     assert (
         "After 42 steps: P = 0.250, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
