@@ -57,7 +57,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import TRAINER_PACKAGES, Monitor
-from gradlab.monitor.sinks import SINKS, Sink, scalars
+from gradlab.monitor.sinks import Sink, scalars, sink_kinds
 from gradlab.monitor.watched import watched_like, watching_call
 
 try:
@@ -350,8 +350,7 @@ class GradlabCallback(Callback):
         (a ``"wandb"`` sink beside a ``WandbLogger``): every record is forwarded to the loggers
         already, so each value would be logged twice per step (in W&B twice in one run, in
         MLflow in two runs)."""
-        named = {name for name, kind in SINKS.items() for sink in sinks
-                 if sink == name or isinstance(sink, kind)}  # fmt: skip
+        named = sink_kinds(sinks)
         loggers = list(getattr(trainer, "loggers", None) or [])
         both = [(name, type(logger).__name__) for name, kind in LOGGED_BACKENDS.items()
                 if name in named for logger in loggers if isinstance(logger, kind)]  # fmt: skip

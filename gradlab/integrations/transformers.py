@@ -74,7 +74,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
-from gradlab.monitor.sinks import SINKS, scalars
+from gradlab.monitor.sinks import scalars, sink_kinds
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import check_bool, check_positive_int
 
@@ -645,8 +645,7 @@ class GradlabTrainerCallback(TrainerCallback):
         report_to = [report_to] if isinstance(report_to, str) else list(report_to)
         if not self.attached or not report_to:
             return
-        sinks = {name for name, kind in SINKS.items() for sink in self.options.sinks
-                 if sink == name or isinstance(sink, kind)}  # fmt: skip
+        sinks = sink_kinds(self.options.sinks)
         reported = REPORTED_BACKENDS if "all" in report_to else set(report_to)
         both = sorted(sinks & REPORTED_BACKENDS & reported)
         if both:

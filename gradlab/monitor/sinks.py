@@ -38,7 +38,7 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gradlab.errors import GradlabError, caller_stacklevel
@@ -921,6 +921,18 @@ SINKS = {
     "mlflow": MLflowSink,
 }
 """Sink classes by name (``Monitor(sinks=["jsonl", "csv"])``)."""
+
+
+def sink_kinds(sinks: Sequence[Sink | str]) -> set[str]:
+    """The names of :data:`SINKS` among ``sinks``, given by name or as objects (a subclass
+    counts as its kind): the backends a framework's own loggers may also write to.
+
+    Example:
+        >>> sorted(sink_kinds(["jsonl", CSVSink("copy.csv")]))
+        ['csv', 'jsonl']
+    """
+    return {name for name, kind in SINKS.items() for sink in sinks
+            if sink == name or isinstance(sink, kind)}  # fmt: skip
 
 
 def destinations(sink: Sink | str) -> tuple[str, ...]:

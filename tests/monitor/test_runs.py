@@ -17,6 +17,18 @@ from tests.helpers.event_files import write_users_event_file
 from tests.helpers.training import train
 
 
+def _say_the_run_was_distributed(folder, distributed: dict) -> None:
+    """Rewrite the first header of ``folder``'s metrics.jsonl as one written under
+    torch.distributed, its ``"distributed"`` entry ``distributed`` (an earlier gradlab's, say)."""
+    import json
+
+    path = folder / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["header"]["distributed"] = distributed
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+
+
 def _steps(log_dir):
     return [r["step"] for r in read_jsonl(log_dir / "metrics.jsonl")[1]]
 
@@ -515,18 +527,13 @@ def test_the_resume_warning_names_the_step_a_checkpoint_restart_logs_from(tmp_pa
 
 
 def test_the_resume_warning_names_every_setting_that_changed_word_for_word(tmp_path):
-    import json
 
     from gradlab.monitor.quantities import Loss
 
     with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
         train(monitor, steps=2)
     # the first run made under torch.distributed (its header says so), the second not
-    path = tmp_path / "metrics.jsonl"
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0])
-    header["header"]["distributed"] = {"world_size": 2, "gathered": True}
-    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    _say_the_run_was_distributed(tmp_path, {"world_size": 2, "gathered": True})
     monitor = Monitor(tmp_path, preset="cheap", every=1, resume=True)
     with pytest.warns(UserWarning) as caught:
         train(monitor, steps=1)
@@ -786,17 +793,12 @@ def test_a_run_resumed_through_attach_is_not_said_to_read_its_losses_otherwise(t
 def test_a_run_of_an_earlier_gradlab_without_a_distributed_mode_resumes_alike(tmp_path,
                                                                              one_rank_group):
     # its header names the world size alone: the same world size is no other setting
-    import json
 
     from gradlab.monitor.quantities import Loss
 
     with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
         train(monitor, steps=1)
-    path = tmp_path / "metrics.jsonl"
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0])
-    header["header"]["distributed"] = {"world_size": 1, "gathered": True}
-    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    _say_the_run_was_distributed(tmp_path, {"world_size": 1, "gathered": True})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Monitor(tmp_path, quantities=[Loss(every(1))], resume=True) as monitor:
