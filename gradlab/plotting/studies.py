@@ -186,9 +186,9 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
     A run that did not train (mean R@1 below
     :data:`~gradlab.experiments.digit_scenes.CHANCE_FACTOR` times chance either way) or whose
     embeddings collapsed (listed apart and not ranked by
-    :func:`~gradlab.experiments.digit_scenes.summarize`) is drawn
-    hatched and faint, and the legend says so; a result without its test set's sizes
-    (``settings.test_scenes``) marks none."""
+    :func:`~gradlab.experiments.digit_scenes.summarize`) is drawn hatched and faint
+    (cross-hatched when collapsed), and the legend says so; a result without its test set's
+    sizes (``settings.test_scenes``) marks none."""
     result = _load(source)
     encoders = list(result["runs"])
     losses = list(next(iter(result["runs"].values())))
@@ -206,7 +206,9 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
             means = [float(np.mean(recall[m])) for m in metrics]
             stds = [float(np.std(recall[m])) for m in metrics]
             x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
-            faint = {"hatch": "//", "alpha": 0.45} if loss in apart.get(encoder, {}) else {}
+            numbers = apart.get(encoder, {}).get(loss)
+            faint = {} if numbers is None else {  # collapsed: cross-hatched, told apart
+                "hatch": "xx" if numbers.get("collapsed") else "//", "alpha": 0.45}
             axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index],
                      **faint)  # fmt: skip
         # the metric under each group of bars, the direction once under its three metrics
@@ -227,7 +229,7 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
                              label=f"did not train (R@1 < {digit_scenes.CHANCE_FACTOR:g} x "
                                    "chance): not ranked"))  # fmt: skip
     if any(reasons):
-        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="xx",
                              label="embeddings collapsed (uniformity > "
                                    f"{digit_scenes.collapse_uniformity():.3f}): not ranked"))
     axes[0].legend(handles=handles, fontsize=10)

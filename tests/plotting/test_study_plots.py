@@ -461,6 +461,29 @@ def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
     assert [h.get_hatch() for h in legend.legend_handles] == [None, None, None, "//"]
 
 
+def test_scene_recall_cross_hatches_a_run_whose_embeddings_collapsed(drawn):
+    # above chance, yet every pair of its embeddings nearly coincides: listed apart as collapsed,
+    # and drawn apart from the runs that did not train
+    from gradlab.experiments import digit_scenes
+
+    result = _stuck_result()
+    collapsed = digit_scenes.collapse_uniformity() / 10  # closer to 0: above the threshold
+    result["runs"]["VSRN"]["NT-Xent"]["geometry"] = {
+        f"uniformity_{modality}": [[-2.0, collapsed]] * 2 for modality in ("images", "captions")}
+    figure = drawn(module.plot_scene_recall, result)
+    hatches = {(axis.get_title(), container.get_label()): {p.get_hatch() for p in container}
+               for axis in figure.axes for container in axis.containers
+               if isinstance(container, BarContainer)}  # fmt: skip
+    assert hatches[("VSRN", "NT-Xent")] == {"xx"} and hatches[("VSE++", "VSE++ max")] == {"//"}
+    assert hatches[("VSE++", "NT-Xent")] == {None}
+    legend = figure.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()][3:] == [
+        "did not train (R@1 < 2 x chance): not ranked",
+        f"embeddings collapsed (uniformity > {digit_scenes.collapse_uniformity():.3f}): not "
+        "ranked"]
+    assert [h.get_hatch() for h in legend.legend_handles][3:] == ["//", "xx"]
+
+
 def test_scene_recall_legend_colours_each_loss_as_its_bars_and_the_hatch_entry_neutral(drawn):
     figure = drawn(module.plot_scene_recall, _stuck_result())
     first = figure.axes[0]
