@@ -22,6 +22,7 @@ from gradlab.functional.score_losses import widened
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     block_size,
+    check_smooth_ap_inputs,
     chunk_slices,
     column_weights,
     covers_every_query,
@@ -35,6 +36,12 @@ from gradlab.functional.smooth_ap import (
 from gradlab.validation import (
     check_bool,
     check_embeddings_and_labels,
+    check_finite,
+    check_optional_callable,
+    check_positive_int,
+    check_same_device,
+    check_shape,
+    check_tensor,
 )
 
 
@@ -201,12 +208,14 @@ def smooth_ap_terms(
 
     Args:
         scores: ``[Q, C]`` dot products ``s_qj = q . v_j`` of the queries with ``vectors``.
-        positives: ``[Q, C]`` bool relevance (non-candidates already removed).
-        tau: sigmoid temperature.
-        vectors: ``[C, d]`` candidate vectors ``v_j`` (normalized embeddings for cosine).
+        positives: ``[Q, C]`` bool relevance; a positive outside ``candidate_mask`` is no
+            candidate, as in :func:`gradlab.functional.smooth_ap`.
+        tau: sigmoid temperature, finite and at least ``1e-30``.
+        vectors: ``[C, d]`` candidate vectors ``v_j`` (normalized embeddings for cosine), of
+            the dtype and device of ``scores``.
         candidate_mask: optional ``[Q, C]`` bool candidate mask.
         forward: ``(groups, [(A, C)])`` of a SmoothAP forward on the same arguments.
-        max_chunk_elements: entries of the block computed at once.
+        max_chunk_elements: entries of the block computed at once, a positive integer.
         buffer: ``buffer(name, shape, dtype)`` gives the two large work tensors (the block
             every chunk is written into, and the ``[2, Q, C]`` split whose first half becomes
             ``score_grad``), e.g. buffers reused from one call to the next; ``None``: fresh
@@ -218,7 +227,15 @@ def smooth_ap_terms(
 
     Returns:
         :class:`SmoothAPTerms`. Without ``forward`` the grouping reads the group sizes back
-        once (one host synchronisation); with it, nothing is read back.
+        once (one host synchronisation); with it, nothing is read back but the check that
+        ``scores`` and ``vectors`` are finite (one more, skipped inside
+        :func:`gradlab.validation.skip_value_checks`).
+
+    Raises:
+        GradlabError: a tensor of the wrong shape, dtype or device (float16 and bfloat16
+            included: cast them to float32), NaN or infinite ``scores`` or ``vectors``, a
+            ``tau`` or ``max_chunk_elements`` not allowed, a ``buffer`` that is not
+            callable, or ``column_weights_split`` without ``forward``.
 
     Example:
         >>> v = torch.nn.functional.normalize(torch.randn(6, 3, dtype=torch.float64), dim=1)
@@ -230,6 +247,45 @@ def smooth_ap_terms(
         >>> bool(torch.allclose(terms.ad_term, parts.ad_term))
         True
     """
+    tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
+    if scores.dtype not in (torch.float32, torch.float64):
+        raise GradlabError(f"scores must be float32 or float64 (cast float16 and bfloat16 to "
+                           f"float32 first); got {scores.dtype}")  # fmt: skip
+    check_tensor("vectors", vectors, ndims=(2,), kind="float")
+    if vectors.dtype != scores.dtype:
+        raise GradlabError(f"vectors must have the dtype of scores ({scores.dtype}); got "
+                           f"{vectors.dtype}")  # fmt: skip
+    check_shape("vectors", vectors, (scores.shape[1], vectors.shape[1]),
+                "one vector per candidate, a column of scores")  # fmt: skip
+    check_same_device(scores=scores, vectors=vectors)
+    budget = check_positive_int("max_chunk_elements", max_chunk_elements)
+    check_optional_callable("buffer", buffer, "(name, shape, dtype) -> tensor")
+    if column_weights_split is not None and forward is None:
+        raise GradlabError("column_weights_split is read with the ranks of forward: pass "
+                           "forward too, or neither")  # fmt: skip
+    check_finite("scores", scores)
+    check_finite("vectors", vectors)
+    if candidate_mask is not None:  # a positive that is no candidate is neither (smooth_ap's)
+        positives = positives & candidate_mask
+    return _smooth_ap_terms(scores, positives, tau, vectors, candidate_mask=candidate_mask,
+                            forward=forward, max_chunk_elements=budget, buffer=buffer,
+                            column_weights_split=column_weights_split)  # fmt: skip
+
+
+def _smooth_ap_terms(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    tau: float,
+    vectors: torch.Tensor,
+    *,
+    candidate_mask: torch.Tensor | None = None,
+    forward: tuple | None = None,
+    max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    buffer: Callable[[str, tuple[int, ...], torch.dtype], torch.Tensor] | None = None,
+    column_weights_split: torch.Tensor | None = None,
+) -> SmoothAPTerms:
+    """:func:`smooth_ap_terms` of checked arguments, ``positives`` inside ``candidate_mask``
+    (the Monitor's own tensors)."""
     num_queries, num_candidates = scores.shape
     if forward is None:
         groups = group_by_positive_count(positives)

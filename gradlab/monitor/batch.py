@@ -36,7 +36,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
+from gradlab.functional.diagnostics import SmoothAPTerms, _smooth_ap_terms
 from gradlab.functional.layouts import (
     RetrievalLayout,
     cross_modal_layout,
@@ -987,7 +987,7 @@ class BatchView:
         if key not in self._cache:
             forward = self._recorded_forward(tau, include_query)
             positives, candidates = self._masks(include_query)
-            self._cache[key] = smooth_ap_terms(
+            self._cache[key] = _smooth_ap_terms(  # the step's own tensors: unchecked
                 self.scores,
                 positives,
                 tau,

@@ -241,6 +241,85 @@ def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
         assert terms.score_grad[q].tolist() == pytest.approx(full, abs=TOL)
 
 
+def test_smooth_ap_terms_a_positive_outside_the_mask_is_no_candidate():
+    """A positive flagged where ``candidate_mask`` is False is neither positive nor negative, as
+    in smooth_ap: the terms are the loops' over the kept columns (they were those of a ranking
+    that counted it as a positive)."""
+    query, vectors, positives, keep = _cross_problem(6)
+    assert bool((positives & ~keep).any())  # the problem flags some
+    terms = smooth_ap_terms(query @ vectors.T, positives, 0.15, vectors, candidate_mask=keep)
+    for q in range(query.shape[0]):
+        kept = [c for c in range(vectors.shape[0]) if keep[q, c]]
+        flags = [bool(positives[q, c]) for c in kept]
+        ap, ad, cb, _ = _terms_by_loops(query[q].tolist(), [vectors[c].tolist() for c in kept],
+                                        flags, 0.15)  # fmt: skip
+        if math.isnan(ap):
+            assert math.isnan(terms.ap[q].item())
+        else:
+            assert terms.ap[q].item() == pytest.approx(ap, abs=TOL)
+        _assert_row(terms.ad_term[q], ad)
+        _assert_row(terms.cb_term[q], cb)
+
+
+def _terms_arguments():
+    query, vectors, positives, keep = _cross_problem(7)
+    return {"scores": query @ vectors.T, "positives": positives, "tau": 0.15, "vectors": vectors,
+            "candidate_mask": keep}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tau": -1.0}, "tau must be a finite number in [1e-30, inf) (1/tau must stay finite in "
+                    "float32); got -1.0"),
+    ({"tau": 0.0}, "tau must be a finite number in [1e-30, inf) (1/tau must stay finite in "
+                   "float32); got 0.0"),
+    ({"positives": "double"}, "positives must be a bool tensor; got torch.float64"),
+    ({"vectors": "first 4"}, "vectors must have shape (9, 3) (one vector per candidate, a column "
+                             "of scores); got (4, 3)"),
+    ({"vectors": "float32"}, "vectors must have the dtype of scores (torch.float64); got "
+                             "torch.float32"),
+    ({"scores": "nan"}, "scores must be finite; got NaN in row 3 (1 row of 7)"),
+    ({"vectors": "inf"}, "vectors must be finite; got inf in row 1 (1 row of 9)"),
+    ({"scores": "row"}, "scores must be 2-D; got shape (9,)"),
+    ({"scores": "half"}, "scores must be float32 or float64 (cast float16 and bfloat16 to "
+                         "float32 first); got torch.float16"),
+    ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer; got 0"),
+    ({"candidate_mask": "narrow"}, "candidate_mask must have shape (7, 9) (one flag per score); "
+                                   "got (7, 8)"),
+    ({"column_weights_split": "zeros"}, "column_weights_split is read with the ranks of forward: "
+                                        "pass forward too, or neither"),
+    ({"buffer": 3}, "buffer must be None or a callable(name, shape, dtype) -> tensor; got int 3"),
+])  # fmt: skip
+def test_smooth_ap_terms_refuses_bad_arguments(change, message):
+    arguments = _terms_arguments()
+    for name, how in change.items():
+        value = arguments.get(name)
+        if how == "double":
+            arguments[name] = value.double()
+        elif how == "first 4":
+            arguments[name] = value[:4]
+        elif how == "float32":
+            arguments[name] = value.float()
+        elif how == "nan":
+            arguments[name] = value.clone()
+            arguments[name][3, 2] = math.nan
+        elif how == "inf":
+            arguments[name] = value.clone()
+            arguments[name][1, 0] = math.inf
+        elif how == "row":
+            arguments[name] = value[0]
+        elif how == "half":
+            arguments[name] = value.half()
+        elif how == "narrow":
+            arguments[name] = value[:, :8]
+        elif how == "zeros":
+            arguments[name] = torch.zeros(2, 7, 9, dtype=torch.float64)
+        else:
+            arguments[name] = how
+    with pytest.raises(GradlabError) as caught:
+        smooth_ap_terms(**arguments)
+    assert str(caught.value) == message
+
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_smooth_ap_terms_in_given_buffers_match_the_loops(masked):
     """Work buffers handed in hold leftovers (NaN here): every entry the terms read is written
