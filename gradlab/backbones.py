@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_int
+from gradlab.validation import a_or_an, check_positive_int
 
 KINDS = ("timm", "torchvision", "module:function")
 
@@ -272,7 +272,7 @@ def _described(value: object) -> str:
     if isinstance(value, (tuple, list)):
         held = ", ".join(_described(item) for item in value[:3])
         more = f" and {len(value) - 3} more" if len(value) > 3 else ""
-        return f"a {type(value).__name__} of {len(value)}: {held}{more}"
+        return f"{a_or_an(type(value).__name__)} of {len(value)}: {held}{more}"
     if isinstance(value, dict):
         held = ", ".join(f"{key!r}: {_described(item)}" for key, item in list(value.items())[:3])
         return f"a dict of {len(value)}: {held}" + (" ..." if len(value) > 3 else "")

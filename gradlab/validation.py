@@ -51,6 +51,17 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
 
 
+def a_or_an(word: str) -> str:
+    """``word`` after its indefinite article, as a message names a type: ``"an int"``,
+    ``"a float"``, ``"an ExportSink"`` (by its first letter: a vowel takes ``an``).
+
+    Example:
+        >>> a_or_an("int"), a_or_an("ExportSink"), a_or_an("dict")
+        ('an int', 'an ExportSink', 'a dict')
+    """
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def number_text(value: float) -> str:
     """``value`` as an error message shows it: short (``%g``) where that is the value itself,
     else every digit needed to tell it from its neighbours (``repr``): a message must never

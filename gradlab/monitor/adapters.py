@@ -39,7 +39,7 @@ from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace, as_called
 from gradlab.monitor.quantity import NEEDS
-from gradlab.validation import check_real_device, check_shape, check_tensor
+from gradlab.validation import a_or_an, check_real_device, check_shape, check_tensor
 
 __all__ = [
     "ADAPTERS",
@@ -625,7 +625,7 @@ def _check_loss_value(loss: object) -> None:
     if loss is None or (isinstance(loss, torch.Tensor) and loss.numel() == 1):
         return
     got = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
-           else f"a {type(loss).__name__}")  # fmt: skip
+           else a_or_an(type(loss).__name__))  # fmt: skip
     raise GradlabError(
         f"the watched loss returned {got}; the Monitor reads a loss that returns its value as "
         "one tensor of one element (reduce it, or watch a function that returns the loss alone)"

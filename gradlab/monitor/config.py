@@ -29,7 +29,7 @@ from gradlab.monitor.schedules import (
 )
 from gradlab.monitor.sinks import SINKS, Sink, destinations
 from gradlab.monitor.suspects import Suspects
-from gradlab.validation import check_positive_finite
+from gradlab.validation import a_or_an, check_positive_finite
 
 __all__ = ["DISTRIBUTED", "PRESETS", "QUANTITIES", "MonitorConfig"]
 
@@ -418,4 +418,4 @@ def _sinks(sinks: object) -> tuple[str | Sink, ...]:
 
 def _sink_entry(value: str | Sink) -> str:
     """An entry of ``sinks`` as a message names it: a name as written, a sink by its class."""
-    return repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    return repr(value) if isinstance(value, str) else a_or_an(type(value).__name__)

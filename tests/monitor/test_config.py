@@ -220,5 +220,5 @@ def test_sinks_of_yours_that_name_one_file_are_refused_together():
 
     with pytest.raises(GradlabError) as caught:
         MonitorConfig(sinks=["jsonl", ExportSink(), ExportSink()])
-    assert str(caught.value) == (f"{ONCE}sinks[1] (a ExportSink) and sinks[2] (a ExportSink), "
+    assert str(caught.value) == (f"{ONCE}sinks[1] (an ExportSink) and sinks[2] (an ExportSink), "
                                  "which both write 'EXPORT.npz' in log_dir; keep one of them")

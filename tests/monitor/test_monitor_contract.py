@@ -477,8 +477,9 @@ def test_unreadable_targets_are_named_in_full(tmp_path, make_args, message):
         (lambda e: (e.sum(), {"parts": e.detach()}), "a tuple"),
         (lambda e: {"loss": e.sum()}, "a dict"),
         (lambda e: e.sum(dim=1), "a tensor of shape (4,)"),
+        (lambda e: int(e.sum()), "an int"),
     ],
-    ids=["tuple", "dict", "per-sample"],
+    ids=["tuple", "dict", "per-sample", "int"],
 )
 def test_a_loss_that_returns_no_single_value_is_named_at_the_call(tmp_path, returns, got):
     # not "'tuple' object has no attribute 'detach'", nor the loss quantity's torch traceback
