@@ -50,6 +50,11 @@ def offline_trackers(monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_DISABLE_CODE", "true")
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    # W&B waits 30 s for its service process to start and 90 s for a run to: a loaded machine
+    # (the suite on 2 cores beside other jobs) once took longer, and the sink, not strict,
+    # dropped the records: "no offline run found" instead of the cause
+    monkeypatch.setenv("WANDB__SERVICE_WAIT", "300")
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "300")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("DO_NOT_TRACK", "true")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.usefixtures("offline_trackers")
 
 
 def _run(log_dir, sink):
-    with Monitor(log_dir, quantities=[FixedTable(every(1))], sinks=["jsonl", sink]) as monitor:
+    # strict: a sink that cannot start fails here with its cause, not later as a missing run
+    with Monitor(log_dir, quantities=[FixedTable(every(1))], sinks=["jsonl", sink],
+                 strict=True) as monitor:  # fmt: skip
         train(monitor, steps=len(TABLE))
     _, records = read_jsonl(log_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2]
