@@ -336,7 +336,9 @@ def training_dynamics(quick: bool = False, tau: float = 0.01, eps: float = 0.005
         epochs=sizes["epochs"], on_step=record, progress="SmoothAP training dynamics",
     )  # fmt: skip
     batch_size = sizes["per_class"] * sizes["classes_per_batch"]
-    return {"tau": tau, "eps": eps, "batch_size": batch_size, "history": history}
+    return {"tau": tau, "eps": eps, "batch_size": batch_size,
+            "classes_per_batch": sizes["classes_per_batch"], "per_class": sizes["per_class"],
+            "history": history}  # fmt: skip
 
 
 def _nanmean(values: torch.Tensor) -> float:

@@ -102,7 +102,8 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
     rows = results["trained_per_batch_size"]
     sizes = [r["batch_size"] for r in rows]
     right.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", label=f"P, {EQ1_NAME}")
-    right.plot(sizes, [r["p_without_query"] for r in rows], "s:", label="P over pairs of others")
+    right.plot(sizes, [r["p_without_query"] for r in rows], "s:",
+               label="P without the query's row and column")
     right.set(
         xlabel="mini-batch size m used for training",
         ylabel="mean P over the last epoch",
@@ -129,7 +130,8 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
     panels = [
         ("SmoothAP loss", "1 - mean smooth AP", [("loss", "loss")]),
         ("Operating-region proportion", "proportion P",
-         [("p_seed_definition", EQ1_NAME), ("p_without_query", "pairs of others")]),
+         [("p_seed_definition", EQ1_NAME),
+          ("p_without_query", "P without the query's row and column")]),
         ("Queries with no gradient entry", "share of queries",
          [("share_without_gradient", "slope > eps"),
           ("share_without_weighted_gradient", "slope / R^2 > eps")]),
@@ -174,7 +176,9 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
             labels = " and ".join(label for label, _ in values)
             notes.append((f"{title}: {numbers} at each of the {len(steps)} logged steps",
                           f"({labels}; not drawn)"))  # fmt: skip
-    title = f"SmoothAP on digits 0-4, batch {results['batch_size']}, tau={results['tau']}"
+    batch = (f"batches of {results['classes_per_batch']} classes x {results['per_class']}"
+             if "classes_per_batch" in results else f"batch {results['batch_size']}")
+    title = f"SmoothAP on digits 0-4, {batch}, tau={results['tau']}"
     figure.suptitle("\n".join([title, *(_note_lines(*note) for note in notes)]))
     return save_figure(figure, path)
 

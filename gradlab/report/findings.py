@@ -211,12 +211,14 @@ def _verification(results: dict) -> list[Finding]:
 def _tie_aware(results: dict) -> list[Finding]:
     harmonic = results["harmonic_error"]
     holds = "stays below" if harmonic["bound_holds"] else "exceeds"
+    first, last = harmonic["grid"]["before"]
     return [
         Finding(
             f"Replacing a harmonic partial sum by a logarithm (He et al., 2018) {holds} the "
-            "paper's error bound "
-            f"everywhere on the grid (largest error/bound ratio "
-            f"{harmonic['largest_error_over_bound']:.3f}).",
+            f"paper's error bound everywhere on the grid of bins with N = {first:g} to {last:g} "
+            f"items before them (largest error/bound ratio "
+            f"{harmonic['largest_error_over_bound']:.3f}); at the first bin (N = 0) the "
+            "logarithm is infinite.",
             "figures/tie_aware_harmonic_error.png",
         )
     ]

@@ -147,21 +147,33 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "",
         "### Over a SmoothAP training run",
         "",
+        _dynamics_run_text(dynamics),
+        "",
         f"After {last['step'] + 1} steps: P = {last['p_seed_definition']:.3f}, "
         f"share of queries with no difference-matrix entry of slope above eps (Bleeker & de "
         f"Rijke's count; an entry there can still carry no gradient of the loss) = "
         f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}."
         f"{_saturated_text(dynamics['history'])}",
         "",
-        "![Loss, P, queries without gradient and the AD/CB split over one SmoothAP run on "
-        "digits 0-4 (a quantity that keeps one value over the run is stated under the figure, "
-        "not drawn)]"
+        "![Loss, P, queries without gradient and the AD/CB split at every step of this run (a "
+        "quantity that keeps one value over the run is stated under the figure, not drawn)]"
         "(figures/operating_region_training_dynamics.png)",
     ]
     results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch,
                "p_vs_batch_size_summary": summary}  # fmt: skip
     results["training_dynamics_last_step"] = last
     return results, "\n".join(lines)
+
+
+def _dynamics_run_text(dynamics: dict) -> str:
+    """Which run the operating region's training figure follows: its own, not the Monitor's
+    run of the training section, which has other batches."""
+    return (f"One SmoothAP run of its own (tau = {dynamics['tau']:g}): an MLP embedding of the "
+            f"digits 0-4 in batches of {dynamics['classes_per_batch']} classes x "
+            f"{dynamics['per_class']} images, measured at each of its "
+            f"{len(dynamics['history'])} steps by gradlab's functions. The Monitor's log in "
+            "[SmoothAP training on real data](#smoothap-training-on-real-data-digits) is of "
+            "another run, described there.")
 
 
 def _saturated_text(history: list[dict]) -> str:
@@ -182,13 +194,20 @@ def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict
     drawn = draw_figures(TIE_AWARE_FIGURES, out / "figures", quick)
     surface = drawn["tie_aware_harmonic_error"]
     gap = drawn["tie_aware_relaxation_gap"]
+    summary = {k: v for k, v in surface.items() if k in ("largest_error_over_bound", "bound_holds")}
+    summary["grid"] = {axis: [min(surface[axis]), max(surface[axis])]
+                       for axis in ("before", "in_bin")}  # fmt: skip
+    before, in_bin = summary["grid"]["before"], summary["grid"]["in_bin"]
     lines = [
         "## Harmonic sums vs logarithms (He et al., 2018)",
         "",
         "The error of ln((N+n)/N) against H(N+n) - H(N) "
         + ("stays below" if surface["bound_holds"] else "exceeds")
-        + " the paper's bound n/(2N^2) on the whole grid; the largest error/bound ratio is "
-        f"{surface['largest_error_over_bound']:.3f}.",
+        + f" the paper's bound n/(2N^2) on the whole grid (N = {before[0]:g} to {before[1]:g} "
+        f"items before the bin, n = {in_bin[0]:g} to {in_bin[1]:g} in it); the largest "
+        f"error/bound ratio is {surface['largest_error_over_bound']:.3f}. The grid starts at "
+        "N = 1: at the first bin (N = 0) the logarithm is infinite and the bound undefined, "
+        "which the [derivation audit](#derivation-audit) corrects.",
         "",
         "![Error of the log stand-in over (items before the bin, items in it), with the paper's "
         "bound as contours (left); the log, midpoint and bound against N (right): the log error "
@@ -200,7 +219,6 @@ def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict
         "harmonic stand-in: only the exact (digamma) stand-in falls below 1e-3]"
         "(figures/tie_aware_relaxation_gap.png)",
     ]
-    summary = {k: v for k, v in surface.items() if k in ("largest_error_over_bound", "bound_holds")}
     runs = [{k: r[k] for k in r if k != "gaps"} for r in gap["runs"]]
     return {"harmonic_error": summary, "relaxation_gap": runs}, "\n".join(lines)
 

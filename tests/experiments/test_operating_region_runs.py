@@ -311,6 +311,8 @@ def test_the_dynamics_record_every_step_against_loops(dynamics_run):
     (training,) = seen["trainings"]
     m = DYNAMICS["per_class"] * DYNAMICS["classes_per_batch"]
     assert (result["tau"], result["eps"], result["batch_size"]) == (TAU, EPS, m)
+    assert (result["classes_per_batch"], result["per_class"]) == (DYNAMICS["classes_per_batch"],
+                                                                  DYNAMICS["per_class"])
     assert (training["per_class"], training["classes_per_batch"], training["epochs"]) == (
         DYNAMICS["per_class"],
         DYNAMICS["classes_per_batch"],

@@ -180,7 +180,7 @@ def test_p_against_batch_size_draws_the_trained_models_per_m(drawn):
     ]
     assert [line.get_label() for line in right.get_lines()] == [
         f"P, {module.EQ1_NAME}",
-        "P over pairs of others",
+        "P without the query's row and column",
     ]
     assert [(line.get_marker(), line.get_linestyle()) for line in right.get_lines()] == [
         ("o", "-"),
@@ -192,7 +192,7 @@ def test_p_against_batch_size_draws_the_trained_models_per_m(drawn):
     assert right.get_xscale() == "log" and list(right.get_xticks()) == [16, 64]
     assert [t.get_text() for t in right.get_legend().get_texts()] == [
         f"P, {module.EQ1_NAME}",
-        "P over pairs of others",
+        "P without the query's row and column",
     ]
 
 
@@ -228,7 +228,8 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
         "share of queries",
         "mean over queries",
     ]
-    labels = [["loss"], [module.EQ1_NAME, "pairs of others"], ["slope > eps", "slope / R^2 > eps"],
+    labels = [["loss"], [module.EQ1_NAME, "P without the query's row and column"],
+              ["slope > eps", "slope / R^2 > eps"],
               ["|AD| / (|AD| + |CB|)", "cosine(AD, -CB)"]]  # fmt: skip
     for axis, own, names in zip(figure.axes, PANEL_KEYS, labels, strict=True):
         assert [_points(line) for line in axis.get_lines()] == [
@@ -253,6 +254,14 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
     assert boxes[2].y1 < boxes[0].y0 and boxes[1].y0 == pytest.approx(boxes[0].y0)
     assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
+
+
+def test_training_dynamics_name_the_batches_make_up_when_the_run_gives_it(drawn):
+    # "batch 64" alone did not tell this run from the Monitor's (5 classes x 8)
+    figure = drawn(module.plot_training_dynamics,
+                   {**_dynamics(_history()), "classes_per_batch": 4, "per_class": 8})
+    assert figure._suptitle.get_text() == (
+        "SmoothAP on digits 0-4, batches of 4 classes x 8, tau=0.01")
 
 
 @pytest.mark.slow
@@ -303,7 +312,7 @@ def test_one_moving_series_in_a_panel_draws_the_panel(drawn):
     proportion = figure.axes[1]
     assert [line.get_label() for line in proportion.get_lines()] == [
         module.EQ1_NAME,
-        "pairs of others",
+        "P without the query's row and column",
     ]
     assert figure._suptitle.get_text().split("\n", 3)[3] == (
         "AD - CB split: 0.1 at each of the 3 logged steps\n"
@@ -396,4 +405,4 @@ def test_a_long_note_breaks_between_its_sentence_and_parenthetical_alone(drawn):
                 "steps")  # fmt: skip
     assert 70 < len(sentence) <= 100
     assert figure._suptitle.get_text().split("\n")[1:] == [
-        sentence, f"({module.EQ1_NAME} and pairs of others; not drawn)"]
+        sentence, f"({module.EQ1_NAME} and P without the query's row and column; not drawn)"]

@@ -9,7 +9,8 @@ from gradlab.report.html import markdown_to_html
 from tests.helpers.images import PNG
 
 AUDIT = {"counts": {"holds": 7, "holds-with-correction": 3, "fails": 2, "inconclusive": 1}}
-TIE_AWARE = {"harmonic_error": {"bound_holds": False, "largest_error_over_bound": 1.25}}
+TIE_AWARE = {"harmonic_error": {"bound_holds": False, "largest_error_over_bound": 1.25,
+                                "grid": {"before": [1.0, 512.0], "in_bin": [1.0, 512.0]}}}
 SECTIONS = {
     "audit": (AUDIT, "## Derivation audit\n\ntext"),
     "tie_aware": (TIE_AWARE, "## Harmonic sums\n\n![one](figures/a.png)\n\n![two](figures/b.png)"),

@@ -16,6 +16,8 @@ from gradlab.report.findings import (
 )
 from gradlab.symbolic.seeds import SEEDS
 
+GRID = {"before": [1.0, 512.0], "in_bin": [1.0, 512.0]}
+
 SHORT, LONG, BROWN = "000_e0f8edb24a02ffe3", "001_69c8c92ba6da9a08", "002_9d7d2555864f9baa"
 
 _QUICK_SIZES = settings(True)["batch_sizes"]
@@ -167,7 +169,8 @@ def test_the_headlines_lead_the_list_whatever_the_page_order():
         "gradient_errors": {"a": {"x": 1e-13}},
         "pml_smooth_ap": GROUPING,
     }
-    harmonic = {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}}
+    harmonic = {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25,
+                                   "grid": GRID}}
     sections = {
         "tie_aware": (harmonic, ""),
         "verification": (verification, ""),
@@ -223,13 +226,16 @@ def test_the_verification_lines_quote_the_largest_error_the_grouping_and_the_lem
     )
 
 
-def test_the_harmonic_bound_line_says_whether_it_holds():
+def test_the_harmonic_bound_line_says_whether_it_holds_and_leaves_out_the_first_bin():
+    # "everywhere on the grid" read as every bin, the first (N = 0) too, where ln diverges
     for holds, words in ((True, "stays below"), (False, "exceeds")):
-        results = {"harmonic_error": {"bound_holds": holds, "largest_error_over_bound": 0.5}}
+        results = {"harmonic_error": {"bound_holds": holds, "largest_error_over_bound": 0.5,
+                                      "grid": {"before": [2.0, 300.0], "in_bin": [1.0, 9.0]}}}
         assert _lines({"tie_aware": (results, "## Sums")})[2] == (
             f"- Replacing a harmonic partial sum by a logarithm (He et al., 2018) {words} the "
-            "paper's error bound everywhere on the grid (largest error/bound ratio 0.500). "
-            "([Sums](#sums))"
+            "paper's error bound everywhere on the grid of bins with N = 2 to 300 items before "
+            "them (largest error/bound ratio 0.500); at the first bin (N = 0) the logarithm is "
+            "infinite. ([Sums](#sums))"
         )
 
 
@@ -410,7 +416,8 @@ def test_added_finders_rank_and_follow_page_order():
         "unknown": ({}, "## U"),  # no finder: skipped
         "broken": ({}, "## B"),  # its finder fails on these results: skipped
         "tie_aware": (
-            {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}},
+            {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25,
+                                "grid": GRID}},
             "## T",
         ),
         "mine": ({"n": 4}, "![a](figures/a.png)\n![z](figures/z.png)  \n"),

@@ -295,7 +295,8 @@ def _stand_in_operating_region(calls, history: list[dict]) -> dict:
     closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
     calls.replace(sections, "draw_figures", returns={
         "operating_region_closed_forms": closed,
-        "operating_region_training_dynamics": {"history": history}})  # fmt: skip
+        "operating_region_training_dynamics": {"history": history, "tau": 0.01,
+                                               "classes_per_batch": 3, "per_class": 7}})  # fmt: skip
     calls.replace(p_vs_batch_size, "measure", value=lambda **k: _measurement("p"))
     calls.replace(p_vs_batch_size, "summarize", returns={"trend": "falls"})
     calls.replace(studies, "plot_p_vs_batch_size")
@@ -356,13 +357,18 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
                         "sampler", "### Over a SmoothAP training run"]  # fmt: skip
     assert lines[lines.index(headings[1]) + 2] == "P TEXT p falls"
     assert lines[lines.index(headings[2]) + 2] == (
+        "One SmoothAP run of its own (tau = 0.01): an MLP embedding of the digits 0-4 in batches "
+        "of 3 classes x 7 images, measured at each of its 3 steps by gradlab's functions. The "
+        "Monitor's log in [SmoothAP training on real data](#smoothap-training-on-real-data-digits) "
+        "is of another run, described there.")
+    assert lines[lines.index(headings[2]) + 4] == (
         "After 42 steps: P = 0.123, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
         "loss) = 0.500, |AD| share = 0.000.")
     assert _layout(markdown) == [
         "## Operating region", lines[2], "figure figures/operating_region_closed_forms.png",
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
-        lines[lines.index(headings[2]) + 2],
+        lines[lines.index(headings[2]) + 2], lines[lines.index(headings[2]) + 4],
         "figure figures/operating_region_training_dynamics.png"]  # fmt: skip
     assert "P against the score spread" in markdown
     assert "P, queries without gradient and the AD/CB" in markdown
@@ -375,7 +381,8 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
 def test_the_tie_aware_section_says_whether_the_bound_holds_and_keeps_the_runs_without_gaps(
     calls, tmp_path, holds
 ):
-    surface = {"bound_holds": holds, "largest_error_over_bound": 0.98765, "grid": [[1.0]]}
+    surface = {"bound_holds": holds, "largest_error_over_bound": 0.98765, "surfaces": [[1.0]],
+               "before": [3.0, 1.0, 8.0], "in_bin": [2.0, 64.0]}  # the grid's axes
     gap = {"runs": [{"stand_in": "digamma", "scale": 10, "gaps": [0.1, 0.01]},
                     {"stand_in": "log", "scale": 10, "gaps": [0.2]}]}  # fmt: skip
     calls.replace(sections, "draw_figures", returns={"tie_aware_harmonic_error": surface,
@@ -384,7 +391,8 @@ def test_the_tie_aware_section_says_whether_the_bound_holds_and_keeps_the_runs_w
     results, markdown = tie_aware_section(tmp_path, False)
     assert calls.called("draw_figures") == [((sections.TIE_AWARE_FIGURES, tmp_path / "figures",
                                               False), {})]  # fmt: skip
-    kept = {"bound_holds": holds, "largest_error_over_bound": 0.98765}
+    kept = {"bound_holds": holds, "largest_error_over_bound": 0.98765,
+            "grid": {"before": [1.0, 8.0], "in_bin": [2.0, 64.0]}}
     assert results == {"harmonic_error": kept,
                        "relaxation_gap": [{"stand_in": "digamma", "scale": 10},
                                           {"stand_in": "log", "scale": 10}]}  # fmt: skip
@@ -392,8 +400,11 @@ def test_the_tie_aware_section_says_whether_the_bound_holds_and_keeps_the_runs_w
     assert lines[0] == "## Harmonic sums vs logarithms (He et al., 2018)"
     assert lines[2] == ("The error of ln((N+n)/N) against H(N+n) - H(N) "
                         + ("stays below" if holds else "exceeds")
-                        + " the paper's bound n/(2N^2) on the whole grid; the largest error/bound "
-                        "ratio is 0.988.")  # fmt: skip
+                        + " the paper's bound n/(2N^2) on the whole grid (N = 1 to 8 items "
+                        "before the bin, n = 2 to 64 in it); the largest error/bound ratio is "
+                        "0.988. The grid starts at N = 1: at the first bin (N = 0) the logarithm "
+                        "is infinite and the bound undefined, which the [derivation "
+                        "audit](#derivation-audit) corrects.")  # fmt: skip
     assert "GAP SUMMARY 2" in lines
     assert _layout(markdown) == [lines[0], lines[2], "figure figures/tie_aware_harmonic_error.png",
                                  "GAP SUMMARY 2", "figure figures/tie_aware_relaxation_gap.png"]
