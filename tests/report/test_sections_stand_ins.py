@@ -295,8 +295,8 @@ def _stand_in_operating_region(calls, history: list[dict]) -> dict:
     closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
     calls.replace(sections, "draw_figures", returns={
         "operating_region_closed_forms": closed,
-        "operating_region_training_dynamics": {"history": history, "tau": 0.01,
-                                               "classes_per_batch": 3, "per_class": 7}})  # fmt: skip
+        "operating_region_training_dynamics": {
+            "history": history, "tau": 0.01, "classes_per_batch": 3, "per_class": 7}})  # fmt: skip
     calls.replace(p_vs_batch_size, "measure", value=lambda **k: _measurement("p"))
     calls.replace(p_vs_batch_size, "summarize", returns={"trend": "falls"})
     calls.replace(studies, "plot_p_vs_batch_size")
