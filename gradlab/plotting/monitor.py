@@ -231,7 +231,7 @@ RUN_MARKER_SIZE = 5
 """Markers of several runs (on about :data:`MARKS` points each)."""
 NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "markersize": 6,
                     "markeredgewidth": 1.5,
-                    "label": "NaN, infinite or beyond 1e300 at this step"}  # fmt: skip
+                    "label": "undefined (NaN), infinite or beyond 1e300 at this step"}  # fmt: skip
 """The crosses on the step axis at the steps where a drawn key was NaN or infinite, or beyond
 :data:`LARGEST_DRAWN`."""
 

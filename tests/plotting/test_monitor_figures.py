@@ -356,7 +356,8 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     assert shown[:, 1] == pytest.approx([bottom, bottom])
     assert cross.get_clip_on() is False  # on the edge: the frame does not cut it in half
     labels = [text.get_text() for text in axis.get_legend().get_texts()]
-    assert labels[-1] == "NaN, infinite or beyond 1e300 at this step (in its run's colour)"
+    assert labels[-1] == ("undefined (NaN), infinite or beyond 1e300 at this step (in its run's "
+                          "colour)")
     assert to_rgb(cross.get_color()) == PALETTE[0]  # run a's
     assert _lines(figures["operating_region"].axes[0]) == [([1, 2], [0.5, 0.25])]
     assert figures["operating_region"].axes[0].get_legend().get_texts()[-1].get_text() != (
@@ -1214,12 +1215,12 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     assert ticks.get_pad() == plt.rcParams["xtick.major.pad"] + 8
     assert axis.yaxis.get_major_ticks()[0].get_pad() == plt.rcParams["ytick.major.pad"]
     assert {line.get_label() for line in crosses} == {
-        "NaN, infinite or beyond 1e300 at this step (in its run's colour)"}
+        "undefined (NaN), infinite or beyond 1e300 at this step (in its run's colour)"}
     alone = plt.subplots()[1]  # one run: red, on the frame's edge, as before
     draw_family(alone, "loss", ["loss"], runs[2:])
     (cross,) = [line for line in alone.get_lines() if line.get_marker() == "x"]
     assert (cross.get_color(), list(cross.get_ydata()), cross.get_label()) == (
-        "#c0392b", [0.0, 0.0], "NaN, infinite or beyond 1e300 at this step")
+        "#c0392b", [0.0, 0.0], "undefined (NaN), infinite or beyond 1e300 at this step")
     plt.close("all")
 
 
@@ -1261,7 +1262,8 @@ def test_one_runs_crosses_are_named_in_the_legend_as_red_crosses(tmp_path, monke
         legend = figures[name].axes[0].get_legend()
         entry, text = legend.legend_handles[-1], legend.get_texts()[-1]
         assert (text.get_text(), entry.get_marker(), entry.get_linestyle(), entry.get_color()) \
-            == ("NaN, infinite or beyond 1e300 at this step", "x", "None", "#c0392b"), name
+            == ("undefined (NaN), infinite or beyond 1e300 at this step", "x", "None",
+                "#c0392b"), name
         axis = figures[name].axes[0]  # one row, on the frame's edge: the legend where it was
         figures[name].canvas.draw()
         below = {"loss": -0.16, "overview": -0.2}[name]
