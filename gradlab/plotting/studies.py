@@ -257,14 +257,14 @@ ANATOMY_TITLES = {
 
 def _coinciding(series: dict[tuple[str, str], np.ndarray]) -> dict[float, list[tuple[str, str]]]:
     """Value -> the (encoder, loss) series that keep exactly that value at every step, for
-    values that two losses or more keep (their lines would lie on each other)."""
+    values that two series or more keep (their lines would lie on each other: two losses, or
+    one loss at two encoders, such as VSE++'s max-violation at one active negative)."""
     groups: dict[float, list[tuple[str, str]]] = {}
     for name, mean in series.items():
         finite = mean[np.isfinite(mean)]
         if len(finite) and np.all(finite == finite[0]):
             groups.setdefault(float(finite[0]), []).append(name)
-    return {value: names for value, names in groups.items()
-            if len({loss for _, loss in names}) > 1}  # fmt: skip
+    return {value: names for value, names in groups.items() if len(names) > 1}
 
 
 def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
@@ -276,6 +276,32 @@ def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
         every = "both encoders" if len(encoders) == 2 else "every encoder"
         parts.append(f"{loss} ({every if len(own) == len(encoders) else ', '.join(own)})")
     return "; ".join(parts)
+
+
+NOTE_BOX = {"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1.5}
+"""Behind a panel's note: a line it crosses still shows, faintly, and the note stays legible."""
+NOTE_LINE_HEIGHT = 0.075
+"""Height of a line of a panel's note (9 points) as a share of a scene anatomy panel's height
+(about 2.4 inches), generously."""
+
+
+def _crossings(axis, low: float, high: float) -> int:
+    """How many of 50 points along each drawn line (its band not counted) lie
+    in the band ``low <= y <= high`` of the axes' height, over the middle 80 % of its width,
+    where a centred note of that height would cover them."""
+    to_axes = axis.transData + axis.transAxes.inverted()
+    count = 0
+    for line in axis.get_lines():
+        steps = np.asarray(line.get_xdata(), dtype=float)
+        values = np.asarray(line.get_ydata(), dtype=float)
+        if len(steps) < 2:
+            continue
+        xs = np.linspace(steps.min(), steps.max(), 50)
+        points = to_axes.transform(np.column_stack([xs, np.interp(xs, steps, values)]))
+        inside = ((points[:, 0] >= 0.1) & (points[:, 0] <= 0.9)
+                  & (points[:, 1] >= low) & (points[:, 1] <= high))  # fmt: skip
+        count += int(inside.sum())
+    return count
 
 
 def _count_scale(axis) -> None:
@@ -330,20 +356,23 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                     # counts and shares: the band stops at 0
                     axis.fill_between(steps, np.maximum(mean - std, 0), mean + std,
                                       color=colours[index], alpha=0.15)  # fmt: skip
+            if key == "active_negatives" and axis.lines:
+                _count_scale(axis)  # the scale first: the note's place reads the lines on it
             notes = [f"{value:g} at every step:\n{_named(names, encoders)}"
                      for value, names in together.items()]  # fmt: skip
-            if notes:  # in the middle of an empty panel, else at its top
-                axis.text(0.5, 0.95 if axis.lines else 0.5,
-                          "\n".join(textwrap.fill(note, 48) for note in notes),
+            if notes:  # in the middle of an empty panel, else at its top or bottom
+                text = "\n".join(textwrap.fill(note, 48) for note in notes)
+                height = NOTE_LINE_HEIGHT * (text.count("\n") + 1)
+                top = _crossings(axis, 0.95 - height, 0.95) <= _crossings(axis, 0.05,
+                                                                          0.05 + height)
+                axis.text(0.5, (0.95 if top else 0.05) if axis.lines else 0.5, text,
                           transform=axis.transAxes, ha="center",
-                          va="top" if axis.lines else "center", fontsize=9,
-                          color="0.25")  # fmt: skip
+                          va=("top" if top else "bottom") if axis.lines else "center",
+                          fontsize=9, color="0.25", bbox=NOTE_BOX)  # fmt: skip
             if not axis.lines:
                 axis.set_yticks([])
             axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=10)
             axis.grid(alpha=0.3)
-            if key == "active_negatives" and axis.lines:
-                _count_scale(axis)
     for axis in axes[-1]:
         axis.set_xlabel("training step")
         step_axis(axis)  # steps are whole: no 0.2 ticks on a run of two logged steps

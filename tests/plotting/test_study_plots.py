@@ -712,6 +712,48 @@ def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
     )
 
 
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:Degrees of freedom")
+def test_one_loss_keeping_one_value_at_every_encoder_is_named_not_drawn_twice(drawn):
+    # VSE++'s max-violation at 1 active negative under both encoders: the dashed line lay
+    # under the solid one, and the report's reader could not see the second encoder's
+    result = _anatomy()
+    runs = result["runs"]
+    for encoder in ("VSE++", "VSRN"):
+        runs[encoder]["VSE++ max"]["anatomy"]["i2t"]["active_negatives"] = [[1.0] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    active = figure.axes[0]
+    assert {line.get_label() for line in active.get_lines()} == {
+        "VSE++, SmoothAP", "VSRN, SmoothAP", "VSE++, NT-Xent", "VSRN, NT-Xent"}
+    (note,) = active.texts
+    assert note.get_text() == textwrap.fill("1 at every step:\nVSE++ max (both encoders)", 48)
+    runs["VSRN"]["VSE++ max"]["anatomy"]["i2t"]["active_negatives"] = [[1.0, 2.0, 1.0]] * 2
+    figure = drawn(module.plot_scene_anatomy, result)  # one encoder alone keeps it: drawn
+    assert len(figure.axes[0].get_lines()) == 6 and not figure.axes[0].texts
+
+
+@pytest.mark.parametrize(("high", "place"), [(True, ("bottom", 0.05)), (False, ("top", 0.95))])
+def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high, place):
+    # the notes sat at the top, over the lines of a share that had risen to 1
+    result = _anatomy(directions=("i2t",))
+    near, far = (0.95, 0.05) if high else (0.05, 0.95)  # the lines, and the other end's reach
+    for runs in result["runs"].values():
+        for loss, run in runs.items():
+            run["anatomy"]["steps"] = [0, 1, 10]
+            shares = {"VSE++ max": [0.5] * 3,  # kept at every step: the note
+                      "SmoothAP": [near, near + (0.01 if high else -0.01), near],
+                      "NT-Xent": [far, near, near]}[loss]  # the other end at step 0 alone
+            run["anatomy"]["i2t"]["hardest_10pct_share"] = [shares] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    hardest = figure.axes[2]
+    (note,) = hardest.texts
+    assert note.get_text() == textwrap.fill("0.5 at every step:\nVSE++ max (both encoders)", 48)
+    assert (note.get_va(), note.get_position()[1]) == place
+    box = note.get_window_extent(figure.canvas.get_renderer())
+    for line in hardest.get_lines():  # the note covers no point of a line
+        for x, y in hardest.transData.transform(line.get_xydata()):
+            assert not (box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1)
+
+
 @pytest.mark.slow
 def test_scene_anatomy_cycles_four_line_styles_over_encoders_and_colours_a_fourth_loss(drawn):
     encoders = ("A", "B", "C", "D", "E")
