@@ -83,7 +83,7 @@ class Geometry(Quantity):
         Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
              "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
              "scale)",
-             "share (1: spread)", (
+             "1: spread evenly, near 0: collapsed", (
                  ("geometry_effective_rank_share",
                   "effective rank / min(N - 1, d) (scale-free)"),
                  ("geometry_std", "std x sqrt(d)")),

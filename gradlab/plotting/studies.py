@@ -165,7 +165,9 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     cost = axes[panels - 1]
     for index, name in enumerate(names):
         mean, std = _mean_std(result["losses"][name]["loss_seconds"])
-        cost.bar(index, 1e3 * mean, yerr=1e3 * std, color="tab:green", capsize=3)
+        # a dot, not a bar: on a log axis a bar's length is read from an arbitrary floor
+        cost.errorbar(index, 1e3 * mean, yerr=1e3 * std, fmt="o", color="tab:green",
+                      capsize=4)  # fmt: skip
     cost.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
     cost.tick_params(axis="y", which="both", labelsize=10)  # a log axis labels minor ticks
     cost.set_yscale("log")

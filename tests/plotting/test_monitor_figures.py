@@ -1091,7 +1091,8 @@ def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, mo
     figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
     gap, collapse = figures["geometry_modality_gap"].axes[0], figures["geometry_collapse"].axes[0]
     assert gap.get_ylabel() == "distance" and _lines(gap)[0][1] == [1.2, 1.0, 0.8, 0.7]
-    assert collapse.get_ylabel() == "share (1: spread)" and len(_lines(collapse)) == 1
+    assert collapse.get_ylabel() == "1: spread evenly, near 0: collapsed"
+    assert len(_lines(collapse)) == 1
     _close(figures)
 
 

@@ -297,16 +297,18 @@ def test_each_metric_panel_draws_seeds_means_and_the_untrained_line(drawn):
     assert figure.axes[1].get_legend() is None
 
 
-def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
+def test_the_cost_panel_draws_milliseconds_as_dots_on_a_log_axis(drawn):
+    # bars on a log axis were read by their length, which starts at an arbitrary floor
     figure = drawn(module.plot_loss_comparison, _losses())
     cost = figure.axes[-1]
-    (smooth,), (fast,) = [c.patches for c in cost.containers if isinstance(c, BarContainer)]
-    assert (smooth.get_height(), fast.get_height()) == pytest.approx((3.0, 20.0))
-    assert [p.get_x() + p.get_width() / 2 for p in (smooth, fast)] == pytest.approx([0, 1])
-    assert to_rgba(smooth.get_facecolor()) == to_rgba("tab:green")
-    for container in (c for c in cost.containers if isinstance(c, BarContainer)):
-        caps = container.errorbar.lines[1]
-        assert len(caps) == 2 and caps[0].get_markersize() == 6  # capsize 3 on each side
+    assert not [c for c in cost.containers if isinstance(c, BarContainer)] and not cost.patches
+    dots = [c.lines[0] for c in cost.containers]
+    assert [tuple(zip(d.get_xdata(), d.get_ydata(), strict=True)) for d in dots] == [
+        ((0, pytest.approx(3.0)),), ((1, pytest.approx(20.0)),)]
+    assert {(d.get_marker(), to_rgba(d.get_color())) for d in dots} == {("o", to_rgba("tab:green"))}
+    for container in cost.containers:
+        caps = container.lines[1]
+        assert len(caps) == 2 and caps[0].get_markersize() == 8  # capsize 4 on each side
     spans = [sorted(s[:, 1]) for c in cost.collections for s in c.get_segments()]
     assert np.array(spans) == pytest.approx(np.array([[2.0, 4.0], [10.0, 30.0]]))
     assert cost.get_yscale() == "log"
