@@ -81,14 +81,18 @@ def _counted(number: int, noun: str) -> str:
 
 def _causes(records: list[dict]) -> str:
     """Each distinct problem once, with the number of claims it accounts for: its root cause, or
-    for a claim with no shared cause the claim's own statement in quotes (its label only where
-    the record holds no statement)."""
+    for a claim with no shared cause "the claim" and its statement in quotes (its label only
+    where the record holds no statement), counted only when two texts print it: a statement
+    alone in the list read as the problem found, not as the claim that does not hold."""
     counts: dict[str, int] = {}
     for record in records:
         statement = record.get("claim", {}).get("statement")
-        key = record.get("cause") or (f'"{statement}"' if statement else record["label"])
+        key = record.get("cause") or (f'the claim "{statement}"' if statement
+                                      else record["label"])  # fmt: skip
         counts[key] = counts.get(key, 0) + 1
-    return "; ".join(f"{cause} ({_counted(n, 'claim')})" for cause, n in counts.items())
+    return "; ".join(cause if n == 1 and cause.startswith('the claim "')
+                     else f"{cause} ({_counted(n, 'claim')})"
+                     for cause, n in counts.items())  # fmt: skip
 
 
 def _headlines(records: list[dict]) -> list[Finding]:

@@ -96,8 +96,8 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
 
 
 def test_a_problem_without_a_shared_cause_is_named_by_its_claims_statement():
-    """The reader sees what the claim says, not the audit's label for it; one of each is
-    counted in the singular."""
+    """The reader sees what the claim says, as the claim (a quoted statement alone read as
+    the problem found), not the audit's label for it; counted only when two texts print it."""
     statement = "Eq. 4-5 are defined for every batch"
     records = [_record(BROWN, "claim-empty-set", "holds-with-correction",
                        claim={"statement": statement})]  # fmt: skip
@@ -105,10 +105,15 @@ def test_a_problem_without_a_shared_cause_is_named_by_its_claims_statement():
                               "## Audit")})  # fmt: skip
     assert lines[2] == (
         f"- {_paper(BROWN)}: 1 printed claim does not hold as printed, 1 distinct problem: "
-        f'"{statement}" (1 claim); every correction holds when re-checked by computation. '
+        f'the claim "{statement}"; every correction holds when re-checked by computation. '
         "([Audit](#audit))"
     )
     assert "claim-empty-set" not in "\n".join(lines)
+    twice = [*records, _record(BROWN, "claim-empty-set-long", "holds-with-correction",
+                               claim={"statement": statement})]  # fmt: skip
+    lines = _lines({"audit": ({"counts": {"holds-with-correction": 2}, "records": twice},
+                              "## Audit")})  # fmt: skip
+    assert f'the claim "{statement}" (2 claims);' in lines[2]
 
 
 def _audit_line(line, claims, texts=""):
