@@ -275,6 +275,30 @@ def sweep_lines(results: dict) -> list[str]:
             *rows]  # fmt: skip
 
 
+def unswept_sentence(results: dict) -> str:
+    """The losses trained at one setting, not swept, with that setting: their place in the
+    ranking may be their setting's (a baseline ranked last at one margin is not shown to be
+    worse at its best); empty when every loss was swept.
+
+    Example:
+        >>> sentence = unswept_sentence({"losses": {
+        ...     "Contrastive": {"sweep": {"candidates": [{"margin": 0.5}]}},
+        ...     "FastAP": {"sweep": {"candidates": [{"bins": 20}, {"bins": 10}]}}}})
+        >>> sentence.split("; the ranking")[0]
+        'Trained at one setting each, not swept: Contrastive (margin 0.5)'
+    """
+    single = []
+    for name, run in results["losses"].items():
+        candidates = (run.get("sweep") or {}).get("candidates") or []
+        if len(candidates) == 1:
+            setting = ", ".join(f"{key} {value:g}" for key, value in candidates[0].items())
+            single.append(f"{name} ({setting})" if setting else name)
+    if not single:
+        return ""
+    return (f"Trained at one setting each, not swept: {'; '.join(single)}; the ranking does "
+            "not show how they do at other settings.")
+
+
 def scenes_text(results: dict, summary: dict | None = None) -> str:
     """Best R@1 each way, and per encoder the loss with the best rsum, against the seed spread,
     among the runs above twice chance; the others listed apart with their numbers; the scope.

@@ -39,6 +39,7 @@ from gradlab.report.prose import (
     sweep_lines,
     timing_sentence,
     training_sentence,
+    unswept_sentence,
 )
 from gradlab.report.summaries import cell
 
@@ -322,6 +323,9 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
                   "official code's scale (ranks divided by the batch size), interpolation on "
                   "gradlab's (ranks 1..m). Validation MAP@R on the held-out training numbers, "
                   "mean ± std (population) over seeds:", "", *sweep, ""]  # fmt: skip
+    unswept = unswept_sentence(results)
+    if unswept:
+        lines += [unswept, ""]
     apart = "; grey: listed apart" if results["summary"].get("apart") else ""
     lines += ["![Recall@1, mAP and MAP@R of each loss on the unseen numbers (dots: seeds, bars: "
               f"mean ± std; dashed: untrained{apart}) and the loss's own cost per "

@@ -331,6 +331,21 @@ def test_sweep_lines_are_a_markdown_table_of_each_candidate():
     assert prose.sweep_lines(results) == []
 
 
+def test_the_losses_trained_at_one_setting_are_named_with_it():
+    # a baseline at one margin was ranked last beside losses chosen from up to 4 settings
+    results = {"losses": {
+        "SmoothAP": {"sweep": {"candidates": [{"tau": 0.01}]}},
+        "swept": {"sweep": {"candidates": [{"tau": 0.01}, {"tau": 0.1}]}},
+        "none": {},
+        "Contrastive": {"sweep": {"candidates": [{"margin": 0.5, "scale": 2.0}]}},
+    }}  # fmt: skip
+    assert prose.unswept_sentence(results) == (
+        "Trained at one setting each, not swept: SmoothAP (tau 0.01); Contrastive (margin 0.5, "
+        "scale 2); the ranking does not show how they do at other settings.")
+    del results["losses"]["SmoothAP"], results["losses"]["Contrastive"]
+    assert prose.unswept_sentence(results) == ""
+
+
 # --- the digit scenes --------------------------------------------------------------------------
 
 
