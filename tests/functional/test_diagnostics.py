@@ -241,6 +241,27 @@ def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
         assert terms.score_grad[q].tolist() == pytest.approx(full, abs=TOL)
 
 
+def test_smooth_ap_terms_read_a_recorded_split_with_the_forwards_ranks():
+    """``column_weights_split`` (with ``forward``): no sigmoid block, the terms are the split's
+    products with the vectors and dAP/ds its difference, rows of queries without an AP NaN."""
+    query, vectors, positives, _ = _cross_problem(8)
+    scores = query @ vectors.T
+    own = smooth_ap_terms(scores, positives, 0.15, vectors)
+    split = torch.randn(2, *scores.shape, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(1))  # fmt: skip
+    expected_ad, expected_cb = split[0] @ vectors, -(split[1] @ vectors)
+    expected_grad = split[0] - split[1]
+    terms = smooth_ap_terms(scores, positives, 0.15, vectors, forward=own.forward,
+                            column_weights_split=split.clone())  # fmt: skip
+    undefined = torch.isnan(own.ap)
+    assert bool(undefined.any()) and not bool(undefined.all())  # both kinds of rows
+    torch.testing.assert_close(terms.ap, own.ap, equal_nan=True, rtol=0.0, atol=0.0)
+    torch.testing.assert_close(terms.score_grad, expected_grad, rtol=0.0, atol=0.0)
+    torch.testing.assert_close(terms.ad_term[~undefined], expected_ad[~undefined])
+    torch.testing.assert_close(terms.cb_term[~undefined], expected_cb[~undefined])
+    assert bool(terms.ad_term[undefined].isnan().all() & terms.cb_term[undefined].isnan().all())
+
+
 def test_smooth_ap_terms_a_positive_outside_the_mask_is_no_candidate():
     """A positive flagged where ``candidate_mask`` is False is neither positive nor negative, as
     in smooth_ap: the terms are the loops' over the kept columns (they were those of a ranking
@@ -288,6 +309,10 @@ def _terms_arguments():
     ({"column_weights_split": "zeros"}, "column_weights_split is read with the ranks of forward: "
                                         "pass forward too, or neither"),
     ({"buffer": 3}, "buffer must be None or a callable(name, shape, dtype) -> tensor; got int 3"),
+    ({"vectors": "row"}, "vectors must be 2-D; got shape (3,)"),
+    ({"vectors": "int"}, "vectors must have a floating dtype; got torch.int64"),
+    ({"vectors": "list"}, "vectors must be a torch.Tensor; got list"),
+    ({"vectors": "meta"}, "tensors must be on one device; got scores on cpu, vectors on meta"),
 ])  # fmt: skip
 def test_smooth_ap_terms_refuses_bad_arguments(change, message):
     arguments = _terms_arguments()
@@ -313,6 +338,12 @@ def test_smooth_ap_terms_refuses_bad_arguments(change, message):
             arguments[name] = value[:, :8]
         elif how == "zeros":
             arguments[name] = torch.zeros(2, 7, 9, dtype=torch.float64)
+        elif how == "int":
+            arguments[name] = value.long()
+        elif how == "list":
+            arguments[name] = value.tolist()
+        elif how == "meta":
+            arguments[name] = value.to("meta")
         else:
             arguments[name] = how
     with pytest.raises(GradlabError) as caught:
@@ -337,6 +368,16 @@ def test_smooth_ap_terms_in_given_buffers_match_the_loops(masked):
                             max_chunk_elements=40, buffer=buffer)  # fmt: skip
     assert set(given) == {"terms split", "terms block"}
     assert terms.score_grad.data_ptr() == given["terms split"].data_ptr()
+    assert given["terms split"].shape == (2, 7, 9)  # the docstring's [2, Q, C] split
+    assert not bool(given["terms block"].isnan().all())  # the sigmoid block was written there
+    # the budget bounds the block: one query's rows at a time (2 positives x 9 candidates)
+    # against every query of a group of 7 at once
+    two = torch.zeros_like(positives)
+    two[:, :2] = True
+    smooth_ap_terms(query @ vectors.T, two, 0.15, vectors, max_chunk_elements=1, buffer=buffer)
+    assert given["terms block"].numel() == 2 * 9
+    smooth_ap_terms(query @ vectors.T, two, 0.15, vectors, buffer=buffer)
+    assert given["terms block"].numel() == 7 * 2 * 9
     for q in range(query.shape[0]):
         kept = [c for c in range(vectors.shape[0]) if not masked or keep[q, c]]
         flags = [bool(relevant[q, c]) for c in kept]
