@@ -140,12 +140,13 @@ def renamed_keyword(old: str, new: str) -> Callable[[Callable], Callable]:
         @functools.wraps(function)
         def call(*args, **kwargs):
             if old in kwargs:
+                # a class's __init__ by the class's name: "GradientCounts's threshold"
+                name = (function.__qualname__.rsplit(".", 1)[0]
+                        if function.__name__ == "__init__" else function.__name__)  # fmt: skip
                 if new in kwargs:
-                    raise GradlabError(
-                        f"{function.__name__} got {new} and {old}, its old name; pass {new} only"
-                    )
+                    raise GradlabError(f"{name} got {new} and {old}, its old name; pass {new} only")
                 warnings.warn(
-                    f"{function.__name__}'s {old} is now called {new}; {old}= is read as "
+                    f"{name}'s {old} is now called {new}; {old}= is read as "
                     f"{new}= and will be refused in a later release",
                     FutureWarning,
                     stacklevel=caller_stacklevel(),  # the caller, past gradlab's wrappers

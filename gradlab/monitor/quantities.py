@@ -30,7 +30,7 @@ from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.quantity import Plot, Quantity, Values
 from gradlab.monitor.schedules import Schedule
-from gradlab.validation import skip_value_checks
+from gradlab.validation import renamed_keyword, skip_value_checks
 
 
 def row_summaries(prefixes: Sequence[str], rows: torch.Tensor) -> Values:
@@ -262,7 +262,7 @@ class GradientCounts(Quantity):
     """Entries with non-negligible slope per query (Bleeker & de Rijke), and queries with none.
 
     This is Bleeker & de Rijke's (2022) count: entries whose sigmoid slope exceeds
-    ``threshold`` (the operating region), not the gradient itself; ``queries_without_gradient``
+    ``eps`` (the operating region), not the gradient itself; ``queries_without_gradient``
     can stay nonzero while the true ``dL/dS`` is exactly 0 (a perfectly ranked batch). The
     actual gradient is measured by
     :class:`~gradlab.monitor.anatomy.Anatomy` (``anatomy_queries_without_gradient``).
@@ -306,16 +306,30 @@ class GradientCounts(Quantity):
              zero_based=True),
     )  # fmt: skip
 
+    @renamed_keyword("threshold", "eps")  # eps, as OperatingRegion and gradient_counts say
     def __init__(
-        self, schedule: Schedule | None = None, threshold: float = 0.005, weighted: bool = False
+        self, schedule: Schedule | None = None, eps: float = 0.005, weighted: bool = False
     ) -> None:
         super().__init__(schedule)
-        self.threshold = threshold
+        self.eps = eps
         self.variants = (("", False), ("_weighted", True)) if weighted else (("", False),)
         if weighted:  # the weights are SmoothAP's ranks: its sigmoid block, when the loss has it
             self.optional_needs = frozenset({"smooth_ap_terms"})
             self.keys = (*self.keys, "gradient_count_mean_weighted",
                          "queries_without_gradient_weighted")  # fmt: skip
+
+    @property
+    def threshold(self) -> float:
+        """``eps``, under its former name (read only)."""
+        return self.eps
+
+    def __setstate__(self, state: dict) -> None:
+        """A quantity pickled before ``threshold`` was called ``eps`` (a saved Monitor) keeps
+        its setting."""
+        if "threshold" in state and "eps" not in state:
+            state = {**state, "eps": state["threshold"]}
+            del state["threshold"]
+        self.__dict__.update(state)
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
@@ -343,7 +357,7 @@ class GradientCounts(Quantity):
         (:meth:`_packed`), and elsewhere every entry is searched and the positives are summed
         (the same numbers every way).
         """
-        width = operating_region_width(batch.tau, self.threshold)
+        width = operating_region_width(batch.tau, self.eps)
         forward = batch.known_forward(batch.tau)
         in_batch = batch.query_not_candidate
         # Per group, a few small searches; past a couple of groups (or without them), on a CPU
@@ -413,7 +427,7 @@ class GradientCounts(Quantity):
             anchors = (scores if rows is None else scores[rows]).gather(1, group.positive_columns)
             with skip_value_checks():  # positive by construction: nothing to read back
                 widths = operating_region_widths(batch.tau,
-                                                 self.threshold * (rank_a + rank_c) ** 2)
+                                                 self.eps * (rank_a + rank_c) ** 2)
             widths = widths.to(scores.dtype)
             inside = batch.counts_at(anchors, widths, rows) - (widths > 0).long()
             if in_batch:  # the query is not a candidate: take it out of its windows
@@ -552,7 +566,7 @@ class WeightedGradientCounts(GradientCounts):
     """Gradient counts with and without the 1/R(i, S_Omega)^2 weight (needs the ranks).
 
     The ``_weighted`` keys count the entries whose slope divided by ``R(i, S_Omega)^2`` is above
-    the threshold (a count, not a weighted sum): never more entries than the unweighted count.
+    ``eps`` (a count, not a weighted sum): never more entries than the unweighted count.
 
     Example:
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
@@ -562,8 +576,9 @@ class WeightedGradientCounts(GradientCounts):
          'queries_without_gradient_weighted']
     """
 
-    def __init__(self, schedule: Schedule | None = None, threshold: float = 0.005) -> None:
-        super().__init__(schedule, threshold, weighted=True)
+    @renamed_keyword("threshold", "eps")
+    def __init__(self, schedule: Schedule | None = None, eps: float = 0.005) -> None:
+        super().__init__(schedule, eps, weighted=True)
 
 
 class DegenerateBatches(Quantity):

@@ -28,6 +28,7 @@ from gradlab.monitor import (
     Monitor,
     OperatingRegion,
     RelaxationGap,
+    WeightedGradientCounts,
     adapters,
     every,
     row_summaries,
@@ -215,14 +216,14 @@ def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorde
     tensor = torch.tensor(labels)
     batch = (_batch_with_record(embeddings, tensor, TAU) if recorded
              else BatchView(embeddings=embeddings, labels=tensor, tau=TAU))  # fmt: skip
-    quantity = GradientCounts(threshold=threshold, weighted=True)
+    quantity = GradientCounts(eps=threshold, weighted=True)
     got = _compute(quantity, batch)
     # it declares what it logs, and needs what the plain counts need, SmoothAP's terms for the
     # weighted ones (optional: a loss without them logs the plain counts)
     assert set(quantity.keys) == set(got) == {
         f"{name}{suffix}" for name in ("gradient_count_mean", "queries_without_gradient")
         for suffix in ("", "_weighted")}  # fmt: skip
-    assert quantity.needs >= GradientCounts(threshold=threshold).needs
+    assert quantity.needs >= GradientCounts(eps=threshold).needs
     assert "smooth_ap_terms" in quantity.optional_needs
     for suffix, weighted in (("", False), ("_weighted", True)):
         counts = _in_batch_count_reference(embeddings.tolist(), labels, TAU, threshold, weighted)
@@ -230,6 +231,34 @@ def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorde
         has_positive = [labels.count(label) > 1 for label in labels]
         without = sum(c == 0 and p for c, p in zip(counts, has_positive, strict=True))
         assert got[f"queries_without_gradient{suffix}"] == without
+
+
+@pytest.mark.parametrize("cls", [GradientCounts, WeightedGradientCounts])
+def test_the_counts_take_eps_and_still_read_threshold_with_a_future_warning(cls):
+    # the slope bound was `threshold` here and `eps` in OperatingRegion and gradient_counts
+    labels = [0, 0, 1, 1, 2, 2]
+    embeddings = _random((6, 3), 6) * 0.3
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=TAU)
+    counts = _in_batch_count_reference(embeddings.tolist(), labels, TAU, 0.5, False)
+    assert _compute(cls(eps=0.5), batch)["gradient_count_mean"] == pytest.approx(
+        _fsum_mean(counts), rel=1e-12)
+    assert _fsum_mean(counts) != pytest.approx(_fsum_mean(  # the setting is read: 0.5 counts
+        _in_batch_count_reference(embeddings.tolist(), labels, TAU, 0.005, False)))
+    with pytest.warns(FutureWarning, match=f"^{cls.__name__}'s threshold is now called eps") \
+            as said:
+        old = cls(threshold=0.5)
+    assert [w.filename for w in said] == [__file__]  # at the caller's line
+    assert (old.eps, old.threshold) == (0.5, 0.5)
+    assert _compute(old, batch)["gradient_count_mean"] == pytest.approx(_fsum_mean(counts),
+                                                                         rel=1e-12)
+    with pytest.raises(GradlabError) as caught:
+        cls(eps=0.5, threshold=0.5)
+    assert str(caught.value) == f"{cls.__name__} got eps and threshold, its old name; pass eps only"
+    saved = cls(eps=0.5).__dict__  # pickled before the rename: its setting under threshold
+    state = {("threshold" if key == "eps" else key): value for key, value in saved.items()}
+    restored = cls.__new__(cls)
+    restored.__setstate__(state)
+    assert restored.eps == 0.5 and "threshold" not in vars(restored)
 
 
 @pytest.mark.parametrize("recorded", [True, False])
