@@ -9,6 +9,7 @@ import torch
 import gradlab
 from gradlab.errors import GradlabError
 from gradlab.validation import (
+    a_or_an,
     check_bool,
     check_embeddings_and_labels,
     check_finite,
@@ -385,3 +386,12 @@ def test_a_nested_tensor_is_refused_as_such(layout):
     assert _refusal(lambda: check_tensor("scores", nested, ndims=(2,), kind="float")) == (
         "scores must be a dense tensor; got a nested tensor (pad its rows to one length, or call "
         "once per length)")
+
+
+@pytest.mark.parametrize(("word", "said"), [
+    ("int", "an int"), ("ExportSink", "an ExportSink"), ("Umbrella", "an Umbrella"),
+    ("dict", "a dict"), ("Tensor", "a Tensor"), ("ab", "an ab"), ("ba", "a ba"),
+])  # fmt: skip
+def test_a_type_name_takes_its_article(word, said):
+    # "a ExportSink" and "a int" in messages
+    assert a_or_an(word) == said

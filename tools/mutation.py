@@ -469,10 +469,12 @@ STUDY_TESTS = {
     "experiments/statistics": ["tests/experiments/test_statistics.py"],
     "experiments/metrics": ["tests/experiments/test_metrics.py"],
     "report/prose": ["tests/report/test_prose.py", "tests/report/test_geometry_prose.py",
-                     "tests/experiments/test_summaries.py"],
+                     "tests/experiments/test_summaries.py",
+                     "tests/report/test_collapsed_scenes.py"],  # the collapsed runs' words
     "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
     "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
-                        "tests/report/test_headline_findings.py"],
+                        "tests/report/test_headline_findings.py",
+                        "tests/report/test_collapsed_scenes.py"],
     "experiments/planner": ["tests/experiments/test_plan_results.py",
                             "tests/experiments/test_planner.py",
                             # the CUDA branch with a stand-in torch.cuda, on any machine
@@ -597,6 +599,7 @@ LIBRARY_TESTS = {
     # the argument checks every public function runs first: their own tests and the call
     # tests of the losses, whose messages name the argument, the value and what is allowed
     "validation": ["tests/test_validation.py", "tests/test_defaults.py",
+                   "tests/functional/test_masked_scores.py",  # the -inf hint's words
                    "tests/functional/test_score_losses_inputs.py",  # refuse_learnable's message
                    "tests/functional/test_meta_inputs.py",
                    "tests/test_loss_module_calls.py", "tests/test_losses.py",

@@ -338,11 +338,12 @@ def test_the_losses_trained_at_one_setting_are_named_with_it():
         "swept": {"sweep": {"candidates": [{"tau": 0.01}, {"tau": 0.1}]}},
         "none": {},
         "Contrastive": {"sweep": {"candidates": [{"margin": 0.5, "scale": 2.0}]}},
+        "plain": {"sweep": {"candidates": [{}]}},  # no hyperparameter: its name alone
     }}  # fmt: skip
     assert prose.unswept_sentence(results) == (
         "Trained at one setting each, not swept: SmoothAP (tau 0.01); Contrastive (margin 0.5, "
-        "scale 2); the ranking does not show how they do at other settings.")
-    del results["losses"]["SmoothAP"], results["losses"]["Contrastive"]
+        "scale 2); plain; the ranking does not show how they do at other settings.")
+    del results["losses"]["SmoothAP"], results["losses"]["Contrastive"], results["losses"]["plain"]
     assert prose.unswept_sentence(results) == ""
 
 
