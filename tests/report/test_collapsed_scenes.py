@@ -8,7 +8,7 @@ import torch
 from gradlab.experiments import digit_scenes
 from gradlab.functional.geometry import uniformity
 from gradlab.report.findings import FINDERS
-from gradlab.report.prose import geometry_text, scenes_text
+from gradlab.report.prose import geometry_text, scenes_apart_text, scenes_text
 
 
 def _batch(spread: float) -> torch.Tensor:
@@ -63,3 +63,58 @@ def test_a_collapsed_run_above_chance_is_listed_apart_and_never_ranked():
     assert "ahead of the other compared losses" not in text
     finding = FINDERS["scenes"](results)[0].text
     assert "embeddings collapsed" in finding and "VSRN with VSE++ max-violation" in finding
+
+
+def test_the_runs_listed_apart_are_worded_in_full():
+    # each collapsed run with its R@1, its training loss and its modalities' uniformity, after
+    # the runs that did not train; the threshold's words from the summary's numbers
+    summary = {
+        "chance": {"i2t": 0.002, "t2i": 0.004}, "chance_factor": 2.0,
+        "collapse": {"uniformity": -0.0567, "cosine": 0.8, "share": 0.25},
+        "apart": {
+            "A": {"L1": {"i2t_R@1": 0.5, "t2i_R@1": 0.25, "initial_loss": 2.0, "final_loss": 1.5,
+                         "collapsed": {"images": -0.01, "captions": -0.02}},
+                  "L2": {"i2t_R@1": 0.001, "t2i_R@1": 0.003}},
+            "B": {"L3": {"i2t_R@1": 0.125, "t2i_R@1": 0.0625,
+                         "collapsed": {"captions": -0.005}}},
+        },
+    }  # fmt: skip
+    threshold = ("R@1 above the chance gate, but the mean uniformity of its images or of its "
+                 "captions at the last logged step above -0.057 = log(1 - 0.25 (1 - exp(-2 x "
+                 "0.4))), so that at most 25 % of their pairs are farther apart than cosine 0.8 "
+                 "(squared distance 0.4): the embeddings of that modality nearly coincide")
+    assert scenes_apart_text(summary) == (
+        "Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x "
+        "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): A with "
+        "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image). Listed apart, not ranked, "
+        f"as their embeddings collapsed ({threshold}): A with L1 (R@1 0.5000 image -> caption, "
+        "0.2500 caption -> image, training loss fell from 2.000 to 1.500, uniformity images "
+        "-0.010, captions -0.020); B with L3 (R@1 0.1250 image -> caption, 0.0625 caption -> "
+        "image, uniformity captions -0.005).")
+
+
+def test_an_encoder_with_a_collapsed_run_says_its_ranked_losses_did_not_collapse():
+    results = _results()
+    best = ("VSRN: highest rsum with NT-Xent (420.0 ± 0.0), the only one of its losses above 2 x "
+            "chance R@1 both ways whose embeddings did not collapse.")
+    assert best in scenes_text(results, results["summary"])
+    results["runs"]["VSRN"]["NT-Xent"] = _run(0.001, 2.0, 10.0, 0.2)  # below the chance gate
+    results["summary"] = digit_scenes.summarize(results)
+    none = ("VSRN: no loss above 2 x chance R@1 both ways whose embeddings did not collapse, so "
+            "its losses are not ranked.")
+    assert none in scenes_text(results, results["summary"])
+    results["runs"]["VSRN"]["VSE++ max-violation"] = _run(0.001, 2.0, 10.0, 0.2)  # no collapse
+    results["summary"] = digit_scenes.summarize(results)
+    assert ("VSRN: no loss above 2 x chance R@1 both ways, so its losses are not ranked."
+            in scenes_text(results, results["summary"]))
+
+
+def test_the_finding_names_every_collapsed_run():
+    results = _results()
+    results["runs"]["VSE++"] = {"SmoothAP": _run(0.012, 23.0, 0.01, 0.33),
+                                "NT-Xent": _run(0.45, 400.0, 10.0, 0.2)}  # fmt: skip
+    results["summary"] = digit_scenes.summarize(results)
+    finding = FINDERS["scenes"](results)[0].text
+    threshold = f"{digit_scenes.collapse_uniformity():.3f}"
+    assert finding.endswith(f"Listed apart, not compared (embeddings collapsed: uniformity above "
+                            f"{threshold}): VSRN with VSE++ max-violation, VSE++ with SmoothAP.")
