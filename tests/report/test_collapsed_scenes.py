@@ -70,7 +70,7 @@ def test_the_runs_listed_apart_are_worded_in_full():
     # the runs that did not train; the threshold's words from the summary's numbers
     summary = {
         "chance": {"i2t": 0.002, "t2i": 0.004}, "chance_factor": 2.0,
-        "collapse": {"uniformity": -0.0567, "cosine": 0.8, "share": 0.25},
+        "collapse": {"uniformity": -0.0567, "cosine": 0.8, "share": 0.75},
         "apart": {
             "A": {"L1": {"i2t_R@1": 0.5, "t2i_R@1": 0.25, "initial_loss": 2.0, "final_loss": 1.5,
                          "collapsed": {"images": -0.01, "captions": -0.02}},
@@ -80,8 +80,8 @@ def test_the_runs_listed_apart_are_worded_in_full():
         },
     }  # fmt: skip
     threshold = ("R@1 above the chance gate, but the mean uniformity of its images or of its "
-                 "captions at the last logged step above -0.057 = log(1 - 0.25 (1 - exp(-2 x "
-                 "0.4))), so that at most 25 % of their pairs are farther apart than cosine 0.8 "
+                 "captions at the last logged step above -0.057 = log(1 - 0.75 (1 - exp(-2 x "
+                 "0.4))), so that at most 75 % of their pairs are farther apart than cosine 0.8 "
                  "(squared distance 0.4): the embeddings of that modality nearly coincide")
     assert scenes_apart_text(summary) == (
         "Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x "
