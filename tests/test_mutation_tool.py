@@ -18,6 +18,7 @@ from tools.mutation import (
     committed_hashes,
     function_hashes,
     function_records,
+    group_totals,
     judge,
     merge_incremental,
     mutant_diffs,
@@ -364,3 +365,18 @@ def test_functions_decorated_by_gradlabs_wrappers_only_are_mutated(repository):
     assert functions == {"pkg.wrapped.x_cached", "pkg.wrapped.x_wrapped"}
     assert any("-    return x + 1" in diff and "+    return x - 1" in diff
                for name, diff in diffs.items() if name.startswith("pkg.wrapped.x_wrapped__"))
+
+
+def test_a_judged_mutant_counts_as_what_its_reason_says():
+    # "Killed by hand" and "CUDA only" judgements were counted as equivalents and left out of
+    # the share: one killed by hand is killed, one CUDA-only mutant is not shown killed
+    functions = {"m.x_f": {"generated": 10, "killed": 6, "survived": 4, "no_tests": 0,
+                           "timeout": 0, "not_checked": 0}}  # fmt: skip
+    undetected = ["m.x_f__mutmut_1", "m.x_f__mutmut_2", "m.x_f__mutmut_3", "m.x_f__mutmut_4"]
+    judged = {"m.x_f__mutmut_1": "same value", "m.x_f__mutmut_2": "Killed by hand: t fails",
+              "m.x_f__mutmut_3": "CUDA only: moved to the GPU"}  # fmt: skip
+    totals = group_totals(functions, undetected, judged)
+    assert (totals["equivalent_proper"], totals["killed_by_hand"], totals["cuda_only"]) == (1, 1, 1)
+    # killed 6 + 1 by hand, of the 10 - 1 equivalent
+    assert totals["killed_share_of_non_equivalent"] == pytest.approx(7 / 9)
+    assert totals["survivors"] == ["m.x_f__mutmut_4"]

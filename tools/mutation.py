@@ -1148,20 +1148,49 @@ def function_records(statuses: dict[str, str], hashes: dict[str, str]) -> dict[s
     return functions
 
 
+BY_HAND = "Killed by hand:"
+"""The start of a judgement that records a mutant killed by tests run by hand (tests that
+cannot run under mutmut): a detection, not an equivalence."""
+CUDA_ONLY = "CUDA only:"
+"""The start of a judgement of a mutant that no CPU input reaches: not shown killed, so it
+counts as undetected in the share until its tests run on a GPU."""
+
+
+def judgement_counts(judged: dict[str, str]) -> dict[str, int]:
+    """How many of the judged mutants (mutant -> reason) are equivalent, killed by hand
+    (:data:`BY_HAND`) and CUDA only (:data:`CUDA_ONLY`).
+
+    Example:
+        >>> judgement_counts({"a": "same", "b": "Killed by hand: t", "c": "CUDA only: moved"})
+        {'equivalent_proper': 1, 'killed_by_hand': 1, 'cuda_only': 1}
+    """
+    by_hand = sum(reason.startswith(BY_HAND) for reason in judged.values())
+    cuda = sum(reason.startswith(CUDA_ONLY) for reason in judged.values())
+    return {"equivalent_proper": len(judged) - by_hand - cuda, "killed_by_hand": by_hand,
+            "cuda_only": cuda}  # fmt: skip
+
+
+def judged_share(killed: int, undetected: int, kinds: dict[str, int]) -> float | None:
+    """:func:`killed_share` with the judged mutants told apart (:func:`judgement_counts`): one
+    killed by hand counts as killed, a CUDA-only one as undetected, an equivalent one not."""
+    return killed_share(killed + kinds["killed_by_hand"], undetected - kinds["killed_by_hand"],
+                        kinds["equivalent_proper"])  # fmt: skip
+
+
 def group_totals(functions: dict[str, dict], undetected: list[str], judged: dict[str, str]) -> dict:
     """A group's counts, equivalents, share and survivors from its function records, the
     names of its undetected (survived or untested) mutants and the reasons of those judged
-    equivalent (:func:`judge`)."""
+    (:func:`judge`)."""
     counts = {key: sum(f[key] for f in functions.values())
               for key in ("generated", *COUNTED, "not_checked")}  # fmt: skip
     judged = {m: judged[m] for m in sorted(undetected) if m in judged}
+    kinds = judgement_counts(judged)
     return {
         **counts,
         "equivalent": judged,
-        "killed_share_of_non_equivalent": killed_share(
-            counts["killed"] + counts["timeout"], counts["survived"] + counts["no_tests"],
-            len(judged),
-        ),
+        **kinds,
+        "killed_share_of_non_equivalent": judged_share(
+            counts["killed"] + counts["timeout"], counts["survived"] + counts["no_tests"], kinds),
         "survivors": sorted(m for m in undetected if m not in judged),
     }  # fmt: skip
 
@@ -1534,11 +1563,11 @@ def roll_up(groups: dict[str, dict]) -> dict[str, dict]:
             continue
         total = {key: sum(groups[m][key] for m in members) for key in ("generated", *COUNTED)}
         total["equivalent"] = sum(len(groups[m]["equivalent"]) for m in members)
-        total["killed_share_of_non_equivalent"] = killed_share(
-            total["killed"] + total["timeout"],
-            total["survived"] + total["no_tests"],
-            total["equivalent"],
-        )
+        kinds = judgement_counts({f"{m}:{mutant}": reason for m in members
+                                  for mutant, reason in groups[m]["equivalent"].items()})
+        total.update(kinds)
+        total["killed_share_of_non_equivalent"] = judged_share(
+            total["killed"] + total["timeout"], total["survived"] + total["no_tests"], kinds)
         packages[package] = {"groups": members, **total}
     return packages
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.mutation import GROUPS, PACKAGES, package_of
+from tools.mutation import GROUPS, PACKAGES, judgement_counts, package_of
 from tools.readme_blocks import load_json, register
 
 MUTATION_JSON = "benchmarks/results/mutation.json"
@@ -30,6 +30,16 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+JUDGED_COLUMNS = "equivalent (reason recorded) | killed by hand | CUDA only, not run"
+"""The judged mutants, told apart: equivalent, killed by tests run by hand (counted killed),
+reachable only on a GPU (counted undetected until their tests run there)."""
+SHARE_COLUMN = "killed of non-equivalent checked"
+
+
+def _judged_cells(kinds: dict[str, int]) -> str:
+    return f"{kinds['equivalent_proper']} | {kinds['killed_by_hand']} | {kinds['cuda_only']}"
+
+
 def _module_rows(groups: dict[str, dict]) -> str:
     """Every module's scores (one mutation group per module), folded under the package table."""
     if not groups:
@@ -39,17 +49,26 @@ def _module_rows(groups: dict[str, dict]) -> str:
         "<details><summary>Per module</summary>",
         "",
         "| module | mutants | not checked yet | killed | timed out | survived | no test reaches it "
-        "| equivalent (reason recorded) | left undetected | killed of non-equivalent checked |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {JUDGED_COLUMNS} | left undetected | {SHARE_COLUMN} |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, group in sorted(groups.items()):
+        kinds = judgement_counts(group["equivalent"])
         lines.append(
             f"| `{name}` | {group['generated']} | {_unchecked(group)} | {group['killed']} "
             f"| {group.get('timeout', 0)} | {group['survived']} | {group.get('no_tests', 0)} "
-            f"| {len(group['equivalent'])} | {len(group['survivors'])} "
+            f"| {_judged_cells(kinds)} | {len(group['survivors'])} "
             f"| {_share(group['killed_share_of_non_equivalent'])} |"
         )
     return "\n".join([*lines, "", "</details>"]) + "\n"
+
+
+def _package_kinds(result: dict, row: dict) -> dict[str, int]:
+    """A package's judged mutants told apart, from its groups' judgements."""
+    groups = result.get("groups", {})
+    return judgement_counts({f"{name}:{mutant}": reason for name in row["groups"]
+                             for mutant, reason in groups.get(name, {}).get("equivalent",
+                                                                            {}).items()})
 
 
 @register("mutation-scores")
@@ -59,8 +78,8 @@ def mutation_scores(root: Path) -> str:
     packages = result.get("packages", {})
     lines = [
         "| package | modules run | mutants | not checked yet | killed | timed out | survived "
-        "| no test reaches it | equivalent (reason recorded) | killed of non-equivalent checked |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| no test reaches it | {JUDGED_COLUMNS} | {SHARE_COLUMN} |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     missing = []
     modules = _modules_per_package()
@@ -72,7 +91,7 @@ def mutation_scores(root: Path) -> str:
         lines.append(
             f"| `{name}` | {len(row['groups'])} of {modules[name]} | {row['generated']} "
             f"| {_unchecked(row)} | {row['killed']} | {row.get('timeout', 0)} | {row['survived']} "
-            f"| {row.get('no_tests', 0)} | {row['equivalent']} "
+            f"| {row.get('no_tests', 0)} | {_judged_cells(_package_kinds(result, row))} "
             f"| {_share(row['killed_share_of_non_equivalent'])} |"
         )
     text = "\n".join(lines) + "\n"

@@ -269,7 +269,9 @@ def smooth_ap_loss(
     ``smooth_ap_loss(embeddings, labels)`` ranks every item of the batch against the others;
     ``smooth_ap_loss(queries, candidates=candidates, positives=positives)`` ranks ``queries
     [Q, d]`` against ``candidates [C, d]`` with a ``[Q, C]`` bool positive mask (by keyword
-    only). See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``.
+    only). In-batch, each item is left out of its own ranking (Brown et al., 2020, Eq. 1);
+    ``include_query=True`` keeps it as a candidate and as its own positive, as the official
+    Smooth-AP code and pytorch-metric-learning do.
 
     One host synchronisation per call (the group sizes); ``validate`` checks that the
     embeddings are finite within it (``False`` skips the check). ``on_degenerate`` is called
@@ -280,7 +282,8 @@ def smooth_ap_loss(
     host tell it, so it costs no synchronisation. ``name`` names the caller in error messages.
 
     Raises:
-        GradlabError: on a call in neither form (see :func:`check_call_form`), bad tensors,
+        GradlabError: on a call in neither form (``labels`` without ``candidates`` and
+            ``positives``, or ``candidates`` and ``positives`` without ``labels``), bad tensors,
             or ``include_query=True`` in a cross-modal call (its queries are no candidates).
 
     Example:
