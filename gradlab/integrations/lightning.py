@@ -191,7 +191,9 @@ class GradlabCallback(Callback):
         **monitor_options: Any,
     ) -> None:
         super().__init__()
-        log_dir, prefix, options = callback_settings(log_dir, prefix, options, monitor_options)
+        log_dir, prefix, options = callback_settings(
+            log_dir, prefix, options, monitor_options, callback="GradlabCallback",
+            own=("log_dir", "prefix", "forward_to_loggers", "options"))  # named if one is unknown
         if not isinstance(forward_to_loggers, bool):
             raise GradlabError(
                 f"forward_to_loggers must be True or False; got {forward_to_loggers!r}"

@@ -3,6 +3,7 @@ the Monitor's options (a :class:`~gradlab.monitor.config.MonitorConfig` or its f
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +22,9 @@ def callback_settings(
     prefix: object,
     options: MonitorConfig | None,
     monitor_options: dict[str, Any],
+    *,
+    callback: str = "the callback",
+    own: tuple[str, ...] = ("log_dir", "prefix", "options"),
 ) -> tuple[Path | None, str, MonitorConfig]:
     """The checked ``(log_dir, prefix, options)`` of a callback, before any training starts.
 
@@ -29,6 +33,8 @@ def callback_settings(
         prefix: key prefix of the values the callback hands to the framework's loggers.
         options: the Monitor's options as one :class:`MonitorConfig`, or ``None``.
         monitor_options: the Monitor's options as keywords (only without ``options``).
+        callback: the callback's name, and ``own`` its own keywords, for the message that
+            refuses an unknown keyword (with the closest name, where one is close).
 
     Raises:
         GradlabError: ``log_dir`` is a file, an unknown or bad Monitor option, ``options`` given
@@ -39,6 +45,16 @@ def callback_settings(
         >>> prefix, options.preset
         ('gradlab/', 'cheap')
     """
+    unknown = sorted(set(monitor_options) - set(MonitorConfig.names()))
+    if unknown:  # a typo of the callback's own keywords: named among them too
+        known = [*own, *MonitorConfig.names()]
+        close = [f"{match!r} for {name!r}" for name in unknown
+                 for match in difflib.get_close_matches(name, known, n=1)]  # fmt: skip
+        raise GradlabError(
+            f"{callback} takes its own {list(own)} and the Monitor's options "
+            f"{MonitorConfig.names()}; got {unknown}"
+            + (f" (did you mean {', '.join(close)}?)" if close else "")
+        )
     if log_dir is not None:
         log_dir = check_output_folder(log_dir, argument="log_dir")
     if options is None:

@@ -256,7 +256,9 @@ class GradlabTrainerCallback(TrainerCallback):
         options: MonitorConfig | None = None,
         **monitor_options: Any,
     ) -> None:
-        log_dir, prefix, options = callback_settings(log_dir, prefix, options, monitor_options)
+        log_dir, prefix, options = callback_settings(
+            log_dir, prefix, options, monitor_options, callback="GradlabTrainerCallback",
+            own=("log_dir", "prefix", "options"))  # named if one is unknown
         self.log_dir = log_dir
         self.prefix = prefix
         self.options = options

@@ -783,7 +783,8 @@ class Monitor:
             f"gradlab.Monitor: step {step} logs nothing in {str(self.log_dir)!r}: {what}. "
             "Train with the wrapped loss "
             "(loss_fn = monitor.watch(loss_fn), or a callback's callback.watch(loss_fn), then "
-            "call loss_fn), or attach the Monitor to the embedding module (monitor.attach)",
+            "call loss_fn), or attach the Monitor to the embedding module with "
+            "monitor.attach(module) (a callback's attach(trainer) only wires it to the Trainer)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

@@ -417,7 +417,9 @@ def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: GradlabCallback(temperature=0.1), r"monitor options must be among \[.tau., "),
+        (lambda: GradlabCallback(temperature=0.1),
+         r"^GradlabCallback takes its own \['log_dir', 'prefix', 'forward_to_loggers', 'options'\] "
+         r"and the Monitor's options \[.tau., "),
         (lambda: GradlabCallback(prefix=3), r"prefix must be a string"),
         (lambda: GradlabCallback(forward_to_loggers="yes"), r"forward_to_loggers must be"),
         (lambda: GradlabCallback().watch(42), r"loss_fn must be callable"),

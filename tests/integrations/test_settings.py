@@ -44,6 +44,21 @@ def test_keyword_options_are_the_monitors_and_checked_by_it():
         callback_settings(None, "g/", None, {"no_such_option": 1})
 
 
+@pytest.mark.parametrize(("given", "hint"), [
+    ({"logdir": "x"}, " (did you mean 'log_dir' for 'logdir'?)"),
+    ({"taux": 0.1, "prefx": "a/"}, " (did you mean 'prefix' for 'prefx', 'tau' for 'taux'?)"),
+    ({"output_dir": "x"}, ""),  # nothing close: the names alone
+])  # fmt: skip
+def test_an_unknown_keyword_is_named_among_the_callbacks_own_and_the_monitors(given, hint):
+    # GradlabTrainerCallback(logdir=...) listed the Monitor's options alone, not log_dir
+    with pytest.raises(GradlabError) as error:
+        callback_settings(None, "g/", None, given, callback="TheCallback",
+                          own=("log_dir", "prefix", "options"))  # fmt: skip
+    assert str(error.value) == (
+        f"TheCallback takes its own ['log_dir', 'prefix', 'options'] and the Monitor's options "
+        f"{MonitorConfig.names()}; got {sorted(given)}{hint}")
+
+
 def test_one_monitor_config_is_taken_as_given():
     config = MonitorConfig(preset="cheap")
     assert callback_settings(None, "g/", config, {})[2] is config

@@ -222,3 +222,13 @@ def test_no_warning_is_raised_when_nothing_is_reported(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         train(tmp_path, GradlabTrainerCallback(preset="cheap"), attach=False, max_steps=2)
+
+
+def test_a_misspelt_keyword_is_named_with_the_callbacks_own_keywords():
+    # GradlabTrainerCallback(logdir=...) listed the Monitor's options alone, not log_dir
+    with pytest.raises(GradlabError) as error:
+        GradlabTrainerCallback(logdir="runs/a")
+    assert str(error.value).startswith(
+        "GradlabTrainerCallback takes its own ['log_dir', 'prefix', 'options'] and the Monitor's "
+        "options ['tau', ")
+    assert str(error.value).endswith("got ['logdir'] (did you mean 'log_dir' for 'logdir'?)")

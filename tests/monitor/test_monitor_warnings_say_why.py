@@ -22,7 +22,8 @@ B, D = 8, 4
 LABELS = torch.arange(B) % 2
 FIX = ("Train with the wrapped loss (loss_fn = monitor.watch(loss_fn), or a callback's "
        "callback.watch(loss_fn), then call loss_fn), or attach the Monitor to the embedding "
-       "module (monitor.attach)")  # fmt: skip
+       "module with monitor.attach(module) (a callback's attach(trainer) only wires it to the "
+       "Trainer)")  # fmt: skip
 
 
 def _embeddings(step: int, bad: float | None = None) -> torch.Tensor:
