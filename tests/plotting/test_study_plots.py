@@ -733,17 +733,21 @@ def test_one_loss_keeping_one_value_at_every_encoder_is_named_not_drawn_twice(dr
     assert len(figure.axes[0].get_lines()) == 6 and not figure.axes[0].texts
 
 
+@pytest.mark.parametrize("steps", [[0, 1, 10], [0, 10]])  # two steps: lines of two points
 @pytest.mark.parametrize(("high", "place"), [(True, ("bottom", 0.05)), (False, ("top", 0.95))])
-def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high, place):
+def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high, place, steps):
     # the notes sat at the top, over the lines of a share that had risen to 1
     result = _anatomy(directions=("i2t",))
     near, far = (0.95, 0.05) if high else (0.05, 0.95)  # the lines, and the other end's reach
+    wiggle = 0.01 if high else -0.01
     for runs in result["runs"].values():
         for loss, run in runs.items():
-            run["anatomy"]["steps"] = [0, 1, 10]
-            shares = {"VSE++ max": [0.5] * 3,  # kept at every step: the note
-                      "SmoothAP": [near, near + (0.01 if high else -0.01), near],
-                      "NT-Xent": [far, near, near]}[loss]  # the other end at step 0 alone
+            run["anatomy"]["steps"] = steps
+            shares = {"VSE++ max": [0.5] * len(steps),  # kept at every step: the note
+                      "SmoothAP": [near + wiggle * (i % 2) for i in range(len(steps))],
+                      "NT-Xent": [far, *[near] * (len(steps) - 1)]}[loss]  # the other end once
+            for key in ("active_negatives", "share_without_gradient"):
+                run["anatomy"]["i2t"][key] = [[0.5 + i for i in range(len(steps))]] * 2
             run["anatomy"]["i2t"]["hardest_10pct_share"] = [shares] * 2
     figure = drawn(module.plot_scene_anatomy, result)
     hardest = figure.axes[2]
