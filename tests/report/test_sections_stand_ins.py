@@ -305,18 +305,25 @@ def _stand_in_operating_region(calls, history: list[dict]) -> dict:
     return closed
 
 
-@pytest.mark.parametrize(("losses", "said"), [
-    ((0.5, 0.2, 0.1), ""),
-    ((0.5, 0.0, 0.0), " The loss is exactly 0 from step 1 on (every query's smooth AP rounds to "
-                      "1) and the embeddings' gradient norm ends at 7.0e-09: the run saturated, "
-                      "and the slopes above eps counted here carry next to no gradient."),
+@pytest.mark.parametrize(("losses", "norms", "said"), [
+    ((0.5, 0.2, 0.1), (0.5, 3.1e-7, 7.029e-9), ""),
+    ((0.5, 0.0, 0.0), (0.5, 3.1e-7, 7.029e-9),
+     " The loss is exactly 0 from step 1 on (every query's smooth AP rounds to 1) and the "
+     "embeddings' gradient norm ends at 7.0e-09: the run saturated, and the slopes above eps "
+     "counted here carry next to no gradient."),  # the last step's norm
+    ((0.5, 0.0, 0.0), None,
+     " The loss is exactly 0 from step 1 on (every query's smooth AP rounds to 1): the run "
+     "saturated, and the slopes above eps counted here carry next to no gradient."),
 ])  # fmt: skip
-def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(calls, tmp_path,
-                                                                          request, losses, said):
+def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(
+    calls, tmp_path, request, losses, norms, said
+):
     # "0 queries without gradient" beside a loss of exactly 0 read as a run still learning
     history = [{"step": step, "loss": loss, "p_seed_definition": 0.25,
-                "share_without_gradient": 0.0, "ad_share": 0.99, "grad_norm": 7.029e-9}
+                "share_without_gradient": 0.0, "ad_share": 0.99}
                for step, loss in zip((0, 1, 41), losses, strict=True)]  # fmt: skip
+    for entry, norm in zip(history, norms or (), strict=False):  # None: no norm recorded
+        entry["grad_norm"] = norm
     _stand_in_operating_region(calls, history)
     (tmp_path / "figures").mkdir()
     # a device of its own: the measurement is computed once per settings and process
@@ -534,6 +541,20 @@ def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
     assert "(apart)" not in markdown
     # the figure's caption names no grey of losses listed apart where none is
     assert "grey: listed apart" not in markdown and "dashed: untrained)" in markdown
+
+
+def test_the_loss_section_names_the_losses_trained_at_one_setting_before_its_figure(calls,
+                                                                                  tmp_path):
+    measured = _loss_results()
+    measured["losses"]["SmoothAP"]["sweep"] = {"candidates": [{"tau": 0.01}]}
+    measured["losses"]["FastAP"]["sweep"] = {"candidates": [{"bins": 20}, {"bins": 10}]}
+    markdown = _loss_section_of(measured, calls, tmp_path)
+    paragraphs = markdown.split("\n\n")
+    assert paragraphs[-2:] == [
+        "Trained at one setting each, not swept: SmoothAP (tau 0.01); the ranking does not show "
+        "how they do at other settings.", paragraphs[-1]]
+    assert paragraphs[-1].startswith("![Recall@1, mAP and MAP@R") and paragraphs[0].startswith(
+        "## Ranking losses")  # the rest of the section kept
 
 
 def test_the_loss_section_says_where_its_times_were_taken(calls, tmp_path):
