@@ -484,6 +484,9 @@ def test_scene_recall_cross_hatches_a_run_whose_embeddings_collapsed(drawn):
         f"embeddings collapsed (uniformity > {digit_scenes.collapse_uniformity():.3f}): not "
         "ranked"]
     assert [h.get_hatch() for h in legend.legend_handles][3:] == ["//", "xx"]
+    # both entries neutral (white, grey hatch): no loss's colour
+    assert [(to_rgba(h.get_facecolor()), to_rgba(h.get_edgecolor()))
+            for h in legend.legend_handles[3:]] == [(to_rgba("white"), to_rgba("grey"))] * 2
 
 
 def test_scene_recall_legend_colours_each_loss_as_its_bars_and_the_hatch_entry_neutral(drawn):
@@ -754,6 +757,8 @@ def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high,
     (note,) = hardest.texts
     assert note.get_text() == textwrap.fill("0.5 at every step:\nVSE++ max (both encoders)", 48)
     assert (note.get_va(), note.get_position()[1]) == place
+    box = note.get_bbox_patch()  # on a light box: a line it crosses stays faint behind it
+    assert box is not None and to_rgba(box.get_facecolor()) == to_rgba("white", 0.8)
     box = note.get_window_extent(figure.canvas.get_renderer())
     for line in hardest.get_lines():  # the note covers no point of a line
         for x, y in hardest.transData.transform(line.get_xydata()):
