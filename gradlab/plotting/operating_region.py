@@ -132,7 +132,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
         ("Operating-region proportion", "proportion P",
          [("p_seed_definition", EQ1_NAME),
           ("p_without_query", "P without the query's row and column")]),
-        ("Queries with no gradient entry", "share of queries",
+        ("Queries with no entry of slope above eps", "share of queries",
          [("share_without_gradient", "slope > eps"),
           ("share_without_weighted_gradient", "slope / R^2 > eps")]),
         ("AD - CB split", "mean over queries",

@@ -339,6 +339,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
         len(ANATOMY_TITLES), len(directions), figsize=(5.2 * len(directions), 9.5), sharex=True,
         squeeze=False, layout="constrained",
     )  # fmt: skip
+    drawn: set[tuple[str, str]] = set()  # the (encoder, loss) series drawn on some panel
     for row, (key, title) in enumerate(ANATOMY_TITLES.items()):
         for column, direction in enumerate(directions):
             axis = axes[row, column]
@@ -351,6 +352,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                 for index, loss in enumerate(losses):
                     if (encoder, loss) in hidden:
                         continue
+                    drawn.add((encoder, loss))
                     mean, std = means[encoder, loss]
                     steps = result["runs"][encoder][loss]["anatomy"]["steps"]
                     axis.plot(steps, mean, list(styles)[e % 4], color=colours[index],
@@ -378,10 +380,11 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     for axis in axes[-1]:
         axis.set_xlabel("training step")
         step_axis(axis)  # steps are whole: no 0.2 ticks on a run of two logged steps
+    # the legend names the lines drawn: a series named by a note on every panel has none
     handles = [Line2D([], [], color=colours[index], linestyle=list(styles)[e % 4],
                       label=f"{encoder}, {loss}")
                for e, encoder in enumerate(encoders)
-               for index, loss in enumerate(losses)]  # fmt: skip
+               for index, loss in enumerate(losses) if (encoder, loss) in drawn]  # fmt: skip
     figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
                   frameon=False)  # fmt: skip
     lines = ", ".join(f"{list(styles.values())[e % 4]} {encoder}"

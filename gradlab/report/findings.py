@@ -20,6 +20,7 @@ from gradlab.report.prose import (
     best_recall_sentences,
     pml_grouping_sentence,
     scope_sentence,
+    unswept_sentence,
 )
 from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, cell, distinct_problems
 
@@ -309,6 +310,11 @@ def _losses(results: dict) -> list[Finding]:
     summary = results.get("summary") or loss_comparison.summarize(results)
     sentence = best_loss_sentence(results, summary)
     sentence = sentence[:1].lower() + sentence[1:]
+    if summary.get("tied"):  # the best alone read as a winner over losses within its spread
+        sentence += f" Within the seed spread of it: {', '.join(summary['tied'])}."
+    unswept = unswept_sentence(results)
+    if unswept:
+        sentence += " " + unswept
     if summary.get("apart"):
         sentence += (f" Listed apart with their measured reasons: "
                      f"{', '.join(summary['apart'])}.")  # fmt: skip

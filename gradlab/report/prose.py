@@ -29,7 +29,8 @@ def check_label(name: str) -> str:
 SETTING_WORDS = {
     "fixed_untrained": "At the untrained network",
     "fixed_trained": "At a fixed network trained with SmoothAP at m = 64",
-    "trained_at_m": "With one network fine-tuned at each m (same start, same epochs)",
+    "trained_at_m": ("With one network fine-tuned at each m from the network trained at m = 64 "
+                     "(same epochs)"),
 }
 
 
@@ -109,8 +110,9 @@ def training_sentence(
     return (
         "mAP on held-out images of the training classes "
         f"{change(seen_before, seen_after)}; on the unseen classes it "
-        f"{change(unseen_before, unseen_after)}. Raw digit pixels already retrieve well; how much "
-        "of what SmoothAP learns on 0-4 transfers to 5-9 is what this row measures."
+        f"{change(unseen_before, unseen_after)}. The untrained network's embeddings already "
+        "retrieve well (the columns before training); the unseen 5-9 columns measure how much of "
+        "what SmoothAP learns on 0-4 transfers."
     )
 
 

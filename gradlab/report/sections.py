@@ -153,11 +153,13 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"After {last['step'] + 1} steps: P = {last['p_seed_definition']:.3f}, "
         f"share of queries with no difference-matrix entry of slope above eps (Bleeker & de "
         f"Rijke's count; an entry there can still carry no gradient of the loss) = "
-        f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}."
+        f"{last['share_without_gradient']:.3f}, |AD| share (the AD term's share of Bleeker & de "
+        f"Rijke's (2022, appendix A) AD - CB form of the gradient) = {last['ad_share']:.3f}."
         f"{_saturated_text(dynamics['history'])}",
         "",
-        "![Loss, P, queries without gradient and the AD/CB split at every step of this run (a "
-        "quantity that keeps one value over the run is stated under the figure, not drawn)]"
+        "![Loss, P, queries with no entry of slope above eps and the AD/CB split at every step "
+        "of this run (a quantity that keeps one value over the run is stated under the figure, "
+        "not drawn)]"
         "(figures/operating_region_training_dynamics.png)",
     ]
     results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch,
@@ -179,13 +181,22 @@ def _dynamics_run_text(dynamics: dict) -> str:
 
 def _saturated_text(history: list[dict]) -> str:
     """What to add when the run's loss reached exactly 0 (every query's smooth AP rounds to 1):
-    the count above is of slopes, which then carry next to no gradient; else nothing."""
-    saturated = next((entry["step"] for entry in history if entry.get("loss") == 0.0), None)
-    if saturated is None:
+    the count above is of slopes, which then carry next to no gradient; else nothing. A loss 0
+    at every step from its first 0 on is a saturated run; one that leaves 0 again is said to be
+    0 at so many of those steps (a run said to stay at 0 while its loss rose again misled)."""
+    first = next((index for index, entry in enumerate(history) if entry.get("loss") == 0.0), None)
+    if first is None:
         return ""
+    since = history[first:]
+    zeros = sum(entry.get("loss") == 0.0 for entry in since)
+    step = history[first]["step"]
+    if zeros < len(since):
+        return (f" The loss is exactly 0 at {zeros} of the {len(since)} logged steps from step "
+                f"{step} on (every query's smooth AP rounds to 1 there): at those steps the "
+                "slopes above eps counted here carry next to no gradient.")
     norm = history[-1].get("grad_norm")
     ends = f" and the embeddings' gradient norm ends at {norm:.1e}" if norm is not None else ""
-    return (f" The loss is exactly 0 from step {saturated} on (every query's smooth AP rounds to "
+    return (f" The loss is exactly 0 from step {step} on (every query's smooth AP rounds to "
             f"1){ends}: the run saturated, and the slopes above eps counted here carry next to "
             "no gradient.")
 
@@ -358,7 +369,9 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
         f"CNN over the canvas (backbone test accuracy "
         f"{cell(results['backbone_accuracy'])}), its pooled features "
         f"{config.get('global_features', 'raw')}, and a trained linear projection; VSRN: the "
-        f"same backbone on each digit box, a GCN over the regions and a GRU over them; both with "
+        f"same backbone on each digit's box, given from the scene (ground truth: an advantage "
+        f"the pooled canvas features of VSE++ do not have, so the two encoders' gap is not the "
+        f"architecture's alone), a GCN over the regions and a GRU over them; both with "
         f"a GRU caption encoder. Batches of {config['batch_images']} images and their "
         f"{5 * config['batch_images']} captions, {config['steps']} Adam steps, the same "
         f"initialization and batches for every loss. Recall on the test scenes, "

@@ -84,7 +84,7 @@ def test_training_dynamics_quick(tmp_path, monkeypatch):
     panels = {
         "SmoothAP loss": ["loss"],
         "Operating-region proportion": ["p_seed_definition", "p_without_query"],
-        "Queries with no gradient entry": ["share_without_gradient",
+        "Queries with no entry of slope above eps": ["share_without_gradient",
                                            "share_without_weighted_gradient"],
         "AD - CB split": ["ad_share", "ad_cb_cosine"],
     }  # fmt: skip

@@ -200,8 +200,8 @@ KEYS = ("loss", "p_seed_definition", "p_without_query", "share_without_gradient"
         "share_without_weighted_gradient", "ad_share", "ad_cb_cosine")  # fmt: skip
 
 
-TITLES = ["SmoothAP loss", "Operating-region proportion", "Queries with no gradient entry",
-          "AD - CB split"]  # fmt: skip
+TITLES = ["SmoothAP loss", "Operating-region proportion",
+          "Queries with no entry of slope above eps", "AD - CB split"]  # fmt: skip
 PANEL_KEYS = [["loss"], ["p_seed_definition", "p_without_query"],
               ["share_without_gradient", "share_without_weighted_gradient"],
               ["ad_share", "ad_cb_cosine"]]  # fmt: skip
@@ -288,7 +288,7 @@ def test_a_panel_that_never_moves_is_a_sentence_with_its_value(drawn):
         [
             "SmoothAP on digits 0-4, batch 32, tau=0.01",
             # too long for one line of 100: the parenthetical on a line of its own
-            "Queries with no gradient entry: 0 at each of the 3 logged steps",
+            "Queries with no entry of slope above eps: 0 at each of the 3 logged steps",
             "(slope > eps and slope / R^2 > eps; not drawn)",
             "AD - CB split: 0.25 and -1 at each of the 3 logged steps",
             "(|AD| / (|AD| + |CB|) and cosine(AD, -CB); not drawn)",

@@ -736,6 +736,22 @@ def test_one_loss_keeping_one_value_at_every_encoder_is_named_not_drawn_twice(dr
     assert len(figure.axes[0].get_lines()) == 6 and not figure.axes[0].texts
 
 
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:Degrees of freedom")
+def test_the_legend_leaves_out_a_series_named_by_a_note_on_every_panel(drawn):
+    # the report's legend listed both max-violation lines, drawn on no panel
+    result = _anatomy(directions=("i2t",))
+    for encoder in ("VSE++", "VSRN"):
+        anatomy = result["runs"][encoder]["VSE++ max"]["anatomy"]["i2t"]
+        for key, value in (("active_negatives", 1.0), ("share_without_gradient", 0.0),
+                           ("hardest_10pct_share", 1.0)):  # fmt: skip
+            anatomy[key] = [[value] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    assert all(len(axis.texts) == 1 for axis in figure.axes)  # each panel names it
+    legend = figure.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "VSE++, SmoothAP", "VSE++, NT-Xent", "VSRN, SmoothAP", "VSRN, NT-Xent"]
+
+
 @pytest.mark.parametrize("steps", [[0, 1, 10], [0, 10]])  # two steps: lines of two points
 @pytest.mark.parametrize(("high", "place"), [(True, ("bottom", 0.05)), (False, ("top", 0.95))])
 def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high, place, steps):

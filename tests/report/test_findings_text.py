@@ -386,6 +386,24 @@ def test_the_loss_line_starts_lower_case_and_lists_the_apart_losses():
     )
 
 
+def test_the_loss_line_names_the_losses_within_the_best_ones_spread_and_those_not_swept():
+    # "best MAP@R: A" alone read as a winner over B, within A's seed spread, and over C, run
+    # at one setting where A was chosen from two
+    runs = {
+        "A": {"metrics": {"MAP@R": [0.5, 0.7]},
+              "sweep": {"candidates": [{"tau": 0.01}, {"tau": 0.1}]}},
+        "B": {"metrics": {"MAP@R": [0.45, 0.65]}},
+        "C": {"metrics": {"MAP@R": [0.3, 0.3]}, "sweep": {"candidates": [{"margin": 0.5}]}},
+    }  # fmt: skip
+    summary = {"metric": "MAP@R", "best": "A", "tied": ["B"], "apart": {}}
+    results = {"losses": runs, "before": {"MAP@R": [0.2, 0.2]}, "summary": summary,
+               "seeds": [0, 1], "settings": {"steps": 9}}  # fmt: skip
+    line = _lines({"losses": (results, "## Losses")})[2]
+    assert (f"by more than the seed spread: A ({_cell([0.5, 0.7])}). Within the seed spread of "
+            "it: B. Trained at one setting each, not swept: C (margin 0.5); the ranking does not "
+            "show how they do at other settings. This ranks the losses") in line
+
+
 def test_the_scenes_line_names_the_best_and_the_apart_runs():
     run = {"recall": {"i2t_R@1": [0.5, 0.75], "t2i_R@1": [0.25, 0.25]}}
     best = {"encoder": "VSRN", "loss": "x", "tied": []}

@@ -104,7 +104,7 @@ def test_p_vs_batch_size_text_words_each_setting_and_the_audits_verdict():
         f"At a fixed network trained with SmoothAP at m = 64: {_saturated('P', EDGE)}; "
         f"{_moves('the positive-negative share', RISING, 'rises')}; "
         f"{_moves('the negative-negative share', FALLING, 'falls')}.",
-        "With one network fine-tuned at each m (same start, same epochs): "
+        "With one network fine-tuned at each m from the network trained at m = 64 (same epochs): "
         f"{_moves('P', FALLING, 'falls')}; {_stays('the positive-negative share', FLAT)}; "
         f"{_moves('the negative-negative share', RISING, 'rises')}. (Optimizer steps per run: "
         "40 at m=16 down to 3 at m=256.)",
@@ -137,8 +137,9 @@ def test_training_sentence_says_which_way_map_moved():
     up, down = {"mAP": 0.25}, {"mAP": 0.125}
     assert prose.training_sentence(up, down, down, up) == (
         "mAP on held-out images of the training classes rises from 0.125 to 0.250; on the unseen "
-        "classes it falls from 0.250 to 0.125. Raw digit pixels already retrieve well; how much "
-        "of what SmoothAP learns on 0-4 transfers to 5-9 is what this row measures."
+        "classes it falls from 0.250 to 0.125. The untrained network's embeddings already "
+        "retrieve well (the columns before training); the unseen 5-9 columns measure how much of "
+        "what SmoothAP learns on 0-4 transfers."
     )
     # an unchanged mAP is not called a rise
     assert "training classes falls from 0.250 to 0.250" in prose.training_sentence(up, up, up, up)

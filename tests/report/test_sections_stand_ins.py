@@ -314,6 +314,11 @@ def _stand_in_operating_region(calls, history: list[dict]) -> dict:
     ((0.5, 0.0, 0.0), None,
      " The loss is exactly 0 from step 1 on (every query's smooth AP rounds to 1): the run "
      "saturated, and the slopes above eps counted here carry next to no gradient."),
+    # 0 at step 1, then not: no saturation (the report said "0 from step 50 on" of such a run)
+    ((0.5, 0.0, 0.01), (0.5, 3.1e-7, 7.029e-9),
+     " The loss is exactly 0 at 1 of the 2 logged steps from step 1 on (every query's smooth AP "
+     "rounds to 1 there): at those steps the slopes above eps counted here carry next to no "
+     "gradient."),
 ])  # fmt: skip
 def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(
     calls, tmp_path, request, losses, norms, said
@@ -331,7 +336,8 @@ def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(
     assert (
         "After 42 steps: P = 0.250, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
-        f"loss) = 0.000, |AD| share = 0.990.{said}") in markdown.splitlines()
+        f"loss) = 0.000, |AD| share (the AD term's share of Bleeker & de Rijke's (2022, appendix "
+        f"A) AD - CB form of the gradient) = 0.990.{said}") in markdown.splitlines()
 
 
 def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_step(
@@ -371,14 +377,15 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
     assert lines[lines.index(headings[2]) + 4] == (
         "After 42 steps: P = 0.123, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
-        "loss) = 0.500, |AD| share = 0.000.")
+        "loss) = 0.500, |AD| share (the AD term's share of Bleeker & de Rijke's (2022, appendix "
+        "A) AD - CB form of the gradient) = 0.000.")
     assert _layout(markdown) == [
         "## Operating region", lines[2], "figure figures/operating_region_closed_forms.png",
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
         lines[lines.index(headings[2]) + 2], lines[lines.index(headings[2]) + 4],
         "figure figures/operating_region_training_dynamics.png"]  # fmt: skip
     assert "P against the score spread" in markdown
-    assert "P, queries without gradient and the AD/CB" in markdown
+    assert "P, queries with no entry of slope above eps and the AD/CB" in markdown
 
 
 # --- tie-aware ---------------------------------------------------------------------------------
@@ -684,6 +691,10 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
             f"a frozen digit-classifier CNN over the canvas (backbone test accuracy "
             f"0.930 ± 0.020), "
             f"its pooled features {features or 'raw'}, and a trained linear projection") in lines[2]
+    # VSRN reads the ground-truth boxes: the encoders' gap is not the architecture's alone
+    assert ("VSRN: the same backbone on each digit's box, given from the scene (ground truth: an "
+            "advantage the pooled canvas features of VSE++ do not have, so the two encoders' gap "
+            "is not the architecture's alone), a GCN over the regions") in lines[2]
     assert ("Batches of 16 images and their 80 captions, 90 Adam steps, the same initialization "
             "and batches for every loss. Recall on the test scenes, mean ± std (population) over "
             "2 seeds") in (
