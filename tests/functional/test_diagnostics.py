@@ -224,11 +224,17 @@ def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
     tau = 0.15
     terms = smooth_ap_terms(query @ vectors.T, relevant, tau, vectors, candidate_mask=candidates,
                             max_chunk_elements=chunk)  # fmt: skip
+    _assert_terms_of_the_loops(terms, query, vectors, relevant, keep if masked else None, tau)
+
+
+def _assert_terms_of_the_loops(terms, query, vectors, positives, keep, tau):
+    """Each query's AP, AD and CB terms and dAP/ds against the loops over its kept columns
+    (``keep`` None: every column), positives flagged by ``positives``."""
     for q in range(query.shape[0]):
-        kept = [c for c in range(vectors.shape[0]) if not masked or keep[q, c]]
-        sub_vectors = [vectors[c].tolist() for c in kept]
-        flags = [bool(relevant[q, c]) for c in kept]
-        ap, ad, cb, score_grad = _terms_by_loops(query[q].tolist(), sub_vectors, flags, tau)
+        kept = [c for c in range(vectors.shape[0]) if keep is None or keep[q, c]]
+        flags = [bool(positives[q, c]) for c in kept]
+        ap, ad, cb, score_grad = _terms_by_loops(query[q].tolist(),
+                                                 [vectors[c].tolist() for c in kept], flags, tau)
         if math.isnan(ap):
             assert math.isnan(terms.ap[q].item())
         else:
@@ -269,17 +275,7 @@ def test_smooth_ap_terms_a_positive_outside_the_mask_is_no_candidate():
     query, vectors, positives, keep = _cross_problem(6)
     assert bool((positives & ~keep).any())  # the problem flags some
     terms = smooth_ap_terms(query @ vectors.T, positives, 0.15, vectors, candidate_mask=keep)
-    for q in range(query.shape[0]):
-        kept = [c for c in range(vectors.shape[0]) if keep[q, c]]
-        flags = [bool(positives[q, c]) for c in kept]
-        ap, ad, cb, _ = _terms_by_loops(query[q].tolist(), [vectors[c].tolist() for c in kept],
-                                        flags, 0.15)  # fmt: skip
-        if math.isnan(ap):
-            assert math.isnan(terms.ap[q].item())
-        else:
-            assert terms.ap[q].item() == pytest.approx(ap, abs=TOL)
-        _assert_row(terms.ad_term[q], ad)
-        _assert_row(terms.cb_term[q], cb)
+    _assert_terms_of_the_loops(terms, query, vectors, positives, keep, 0.15)
 
 
 def _terms_arguments():
