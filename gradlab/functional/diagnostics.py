@@ -227,8 +227,8 @@ def smooth_ap_terms(
 
     Returns:
         :class:`SmoothAPTerms`. Without ``forward`` the grouping reads the group sizes back
-        once (one host synchronisation); with it, nothing is read back but the check that
-        ``scores`` and ``vectors`` are finite (one more, skipped inside
+        once (one host synchronisation); with it, nothing is read back but the checks that
+        ``scores`` and ``vectors`` are finite (skipped inside
         :func:`gradlab.validation.skip_value_checks`).
 
     Raises:
