@@ -36,7 +36,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from gradlab.functional.diagnostics import SmoothAPTerms, _smooth_ap_terms
+from gradlab.functional import diagnostics
+from gradlab.functional.diagnostics import SmoothAPTerms
 from gradlab.functional.layouts import (
     RetrievalLayout,
     cross_modal_layout,
@@ -987,7 +988,8 @@ class BatchView:
         if key not in self._cache:
             forward = self._recorded_forward(tau, include_query)
             positives, candidates = self._masks(include_query)
-            self._cache[key] = _smooth_ap_terms(  # the step's own tensors: unchecked
+            # the step's own tensors: the unchecked core (the public function checks)
+            self._cache[key] = diagnostics._smooth_ap_terms(
                 self.scores,
                 positives,
                 tau,
