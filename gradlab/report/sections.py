@@ -244,6 +244,11 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
     results = digits_training(out, quick=quick, device=device)
     plot_retrieval_before_after(results, out / "figures" / "training_retrieval.png")
     flat = flat_families(load_runs([out / results["run_dir"]]))
+    # a flat family is stated, not drawn: its figure is not left in the report unreferenced
+    for figure in results["figures"]:
+        if Path(figure).stem in flat:
+            (out / figure).unlink(missing_ok=True)
+    results["figures"] = [f for f in results["figures"] if Path(f).stem not in flat]
     unseen_before, unseen_after = results["unseen_classes_before"], results["unseen_classes_after"]
     seen_before = results["seen_classes_held_out_before"]
     seen_after = results["seen_classes_held_out_after"]

@@ -459,8 +459,15 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
     calls.replace(sections, "training_sentence", value=lambda *a: f"TRAINING {len(a)}")
     calls.replace(sections, "family_title", value=lambda stem: stem.upper())
     (tmp_path / "figures").mkdir()  # as the report makes it
+    for figure in results["figures"]:  # as the training run writes them
+        (tmp_path / figure).write_bytes(b"png")
     got, markdown = training_section(tmp_path, True, "stand-in")
     assert got is results
+    # the flat family's figure, stated in words, is neither listed nor left on disk
+    assert results["figures"] == ["figures/overview.png", "figures/p_share.png",
+                                  "figures/ad_split.png"]  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == [
+        "ad_split.png", "overview.png", "p_share.png"]
     assert calls.called("digits_training") == [((tmp_path,), {"quick": True, "device": "stand-in"})]
     assert calls.called("plot_retrieval_before_after") == [
         ((results, tmp_path / "figures" / "training_retrieval.png"), {})]
@@ -493,8 +500,11 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
                                  "Flat over the whole run, so not drawn:",
                                  "- FLAT ONE is 0 throughout.\n- FLAT TWO is 1 throughout."]
     assert "on the unseen digits 5-9 and on held-out images of the trained digits 0-4" in markdown
-    # nothing flat: no such list
+    # nothing flat: no such list, and every figure drawn
     calls.replace(monitor, "flat_families", returns={})
+    calls.replace(digits_training, "digits_training", returns={
+        **results, "figures": ["figures/overview.png", "figures/p_share.png",
+                               "figures/flat_one.png", "figures/ad_split.png"]})  # fmt: skip
     _, markdown = training_section(tmp_path, False)
     assert calls.called("digits_training")[1] == ((tmp_path,), {"quick": False, "device": "cpu"})
     assert _layout(markdown)[4:] == ["figure figures/training_retrieval.png",
