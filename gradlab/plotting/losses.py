@@ -24,9 +24,20 @@ def plot_lemma1(source: dict | str | Path, path: str | Path) -> Path:
                  label="closed form (h_left or h_right)/(|N| Delta)", zorder=4)  # fmt: skip
     axis.scatter(position, results["lemma_as_printed"], s=8, marker="x", color="C3",
                  label="Lemma 1 as printed: -h_right")  # fmt: skip
+    # [-3, 3]: the two bins and their neighbours; a negative farther out is drawn (the range
+    # widened) when a value there is not 0, else counted under the axis
+    low, high = -3.0, 3.0
+    outside = (position < low) | (position > high)
+    values = [np.asarray(results[key]) for key in ("measured", "closed_form", "lemma_as_printed")]
+    if any(np.any(value[outside] != 0) for value in values):
+        low, high = min(low, position.min() - 0.25), max(high, position.max() + 0.25)
+        outside = np.zeros_like(outside)
+    beyond = (f"\n{int(outside.sum())} negatives beyond [-3, 3], each with every value 0, not "
+              "shown") if outside.any() else ""  # fmt: skip
     axis.set(
-        xlim=(-3, 3),
-        xlabel="(s_ik - b_t) / Delta   (position of the negative relative to the pair's bin)",
+        xlim=(low, high),
+        xlabel="(s_ik - b_t) / Delta   (position of the negative relative to the pair's bin)"
+        + beyond,
         ylabel="dP_ij / ds_ik",
         title=f"FAPPY Lemma 1, measured (Delta = {results['delta']}, |N| = {results['negatives']})",
     )

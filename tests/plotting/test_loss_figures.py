@@ -81,7 +81,7 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
     assert all(0 < shade[3] < 0.3 for shade in shades) and shades[0][:3] != shades[1][:3]
     series = [tuple(c.get_facecolor()[0][:3]) for c in by_label.values()]
     assert len(set(series)) == 3 and not {s[:3] for s in shades} & set(series)
-    assert axis.get_xlim() == (-3, 3)
+    assert axis.get_xlim() == (-3, 3)  # every position inside [-3, 3]: the bins' neighbours
     assert axis.get_ylabel() == "dP_ij / ds_ik"
     assert axis.get_xlabel() == (
         "(s_ik - b_t) / Delta   (position of the negative relative to the pair's bin)"
@@ -91,6 +91,23 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
     assert axis.get_title() == "FAPPY Lemma 1, measured (Delta = 0.2, |N| = 3)"
     legend = [t.get_text() for t in axis.get_legend().get_texts()]
     assert set(legend) == set(points) | set(spans)
+
+
+def test_the_lemma_figure_counts_the_negatives_beyond_its_range_or_widens_it(figures):
+    # a fixed [-3, 3] left the report's negatives at -3.59 off the figure, unsaid
+    result = _lemma()
+    result["position"] = [*result["position"][:3], -3.59, 4.5]
+    result["measured"][4] = result["closed_form"][4] = result["lemma_as_printed"][4] = 0.0
+    module.plot_lemma1(result, "l.png")
+    axis = figures[-1].axes[0]
+    assert axis.get_xlim() == (-3, 3)
+    assert axis.get_xlabel().splitlines()[1] == (
+        "2 negatives beyond [-3, 3], each with every value 0, not shown")
+    result["measured"][3] = 0.5  # a value there that is not 0: drawn, the range widened
+    module.plot_lemma1(result, "l.png")
+    axis = figures[-1].axes[0]
+    assert axis.get_xlim() == pytest.approx((-3.84, 4.75))
+    assert len(axis.get_xlabel().splitlines()) == 1
 
 
 def _cost() -> dict:
