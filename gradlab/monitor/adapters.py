@@ -1057,12 +1057,23 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
 def describe_call(args: tuple, kwargs: dict) -> str:
     """The arguments of a call as messages name them: position or keyword, type and shape.
 
+    A list or tuple is named with its length and its items' kinds (sentence-transformers
+    passes a list of feature dicts), ``None`` as itself.
+
     Example:
         >>> describe_call((torch.zeros(4, 3),), {"weight": torch.ones(4), "margin": 0.2})
         'args[0]=Tensor[4, 3], weight=Tensor[4], margin=float'
+        >>> describe_call(([{"input_ids": 1}, {"input_ids": 2}], None), {})
+        'args[0]=list of 2 dict, args[1]=None'
     """
 
     def kind(value: object) -> str:
+        if value is None:
+            return "None"
+        if isinstance(value, (list, tuple)):
+            kinds = list(dict.fromkeys(kind(item) for item in value))
+            shown = ", ".join(kinds[:3]) + (", ..." if len(kinds) > 3 else "")
+            return f"{type(value).__name__} of {len(value)}" + (f" {shown}" if kinds else "")
         shape = list(value.shape) if isinstance(value, torch.Tensor) else ""
         return f"{type(value).__name__}{shape}"
 

@@ -131,6 +131,12 @@ def test_a_call_is_described_by_position_or_keyword_type_and_shape():
     assert adapters.describe_call((), {}) == "no argument"
     assert adapters.describe_call((torch.zeros(2, 3), 0.5), {"margin": 0.2, "w": torch.ones(2)}) \
         == "args[0]=Tensor[2, 3], args[1]=float, margin=float, w=Tensor[2]"  # fmt: skip
+    # a container by its length and its items' kinds, None as itself ("args[0]=list,
+    # args[1]=NoneType" said nothing of sentence-transformers' features)
+    features = [{"input_ids": torch.zeros(2, 5)}, {"input_ids": torch.zeros(2, 5)}]
+    assert adapters.describe_call((features, None), {}) == "args[0]=list of 2 dict, args[1]=None"
+    assert adapters.describe_call(((torch.zeros(3), 1, "a", 2.0),), {"empty": []}) == (
+        "args[0]=tuple of 4 Tensor[3], int, str, ..., empty=list of 0")
 
 
 def test_an_unmet_need_without_a_reason_names_the_loss():
