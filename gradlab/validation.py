@@ -251,27 +251,32 @@ def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tenso
 CANDIDATE_MASK_HINT = ("-inf is no mask here: give a left-out entry a finite score and "
                        "candidate_mask=False")
 """What a refusal of ``scores`` holding -inf adds where the function takes a ``candidate_mask``
-(:func:`with_candidate_mask_hint`)."""
+(:func:`candidate_mask_hint`)."""
 
 
-def with_candidate_mask_hint(error: GradlabError, scores: object) -> GradlabError:
-    """``error``, or where it refuses ``scores`` as not finite and they hold -inf (the mask of a
-    softmax written by hand), a copy that also says how the function leaves entries out
-    (:data:`CANDIDATE_MASK_HINT`). Reads values only for such a refusal; the caller raises what
-    it returns in place of ``error`` (re-raising ``error`` itself when it is returned).
+@contextmanager
+def candidate_mask_hint(scores: object) -> Iterator[None]:
+    """Within the block, a refusal of ``scores`` as not finite, when they hold -inf (the mask of
+    a softmax written by hand), is raised again saying how the function leaves entries out
+    (:data:`CANDIDATE_MASK_HINT`); any other error passes as it is. Reads values only for such
+    a refusal.
 
     Example:
         >>> scores = torch.tensor([[0.5, -float("inf")]])
         >>> try:
-        ...     check_finite("scores", scores)
+        ...     with candidate_mask_hint(scores):
+        ...         check_finite("scores", scores)
         ... except GradlabError as error:
-        ...     print(str(with_candidate_mask_hint(error, scores)).split("; ")[-1])
+        ...     print(str(error).split("; ")[-1])
         -inf is no mask here: give a left-out entry a finite score and candidate_mask=False
     """
-    if (str(error).startswith("scores must be finite") and isinstance(scores, torch.Tensor)
-            and bool(scores.detach().isneginf().any())):  # fmt: skip
-        return GradlabError(f"{error}; {CANDIDATE_MASK_HINT}")
-    return error
+    try:
+        yield
+    except GradlabError as error:
+        if not (str(error).startswith("scores must be finite") and isinstance(scores, torch.Tensor)
+                and bool(scores.detach().isneginf().any())):  # fmt: skip
+            raise
+        raise GradlabError(f"{error}; {CANDIDATE_MASK_HINT}") from None
 
 
 @contextmanager

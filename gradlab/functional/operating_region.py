@@ -35,6 +35,7 @@ from gradlab.functional.smooth_ap import (
     smooth_ap_with_ranks,
 )
 from gradlab.validation import (
+    candidate_mask_hint,
     check_bool,
     check_non_negative_finite,
     check_positive_finite,
@@ -44,7 +45,6 @@ from gradlab.validation import (
     check_tensor,
     renamed_keyword,
     value_checks_enabled,
-    with_candidate_mask_hint,
 )
 
 PAIR_SETS = ("all", "positive-rows", "positive-negative")
@@ -385,13 +385,8 @@ def gradient_counts(
     """
     tau = check_positive_finite("tau", tau)
     eps = check_positive_finite("eps", eps)
-    try:
+    with candidate_mask_hint(scores):
         check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
-    except GradlabError as error:
-        hinted = with_candidate_mask_hint(error, scores)
-        if hinted is error:
-            raise
-        raise hinted from None
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)

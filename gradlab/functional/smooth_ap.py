@@ -41,6 +41,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
+    candidate_mask_hint,
     check_bool,
     check_positive_int,
     check_real_device,
@@ -51,7 +52,6 @@ from gradlab.validation import (
     finite_flag,
     non_finite_message,
     value_checks_enabled,
-    with_candidate_mask_hint,
 )
 
 DEFAULT_CHUNK_ELEMENTS = 1 << 20
@@ -749,13 +749,8 @@ def smooth_ap(
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
     validate = check_bool("validate", validate)
     finite = {"scores": scores} if validate else None
-    try:
+    with candidate_mask_hint(scores):
         return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
-    except GradlabError as error:
-        hinted = with_candidate_mask_hint(error, scores)
-        if hinted is error:
-            raise
-        raise hinted from None
 
 
 GRADIENT_PER_TAU = 1.25

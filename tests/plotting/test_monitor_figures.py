@@ -1439,17 +1439,22 @@ def test_the_sigmoid_families_of_a_loss_without_a_tau_say_so_in_their_titles(tmp
         assert "default tau" not in titles["smooth"][family]
 
 
+def _default_tau_overlay(monkeypatch, runs, tmp_path) -> tuple[list[str], list[str]]:
+    """The overlaid figures' titles and the warnings about runs at the default tau."""
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, runs, out=tmp_path / "figures")
+    titles = [figure.axes[0].get_title() for figure in figures.values()]
+    _close(figures)
+    return titles, [str(w.message) for w in caught if "sigmoid tau" in str(w.message)]
+
+
 def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau(tmp_path,
                                                                                 monkeypatch):
     """Overlaid with a SmoothAP run, the titles cannot say it of the NT-Xent run alone: a
     warning names it, and the titles stay plain."""
     ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
-    with pytest.warns(UserWarning) as caught:
-        figures, _ = _drawn(monkeypatch, [ntxent, smooth], out=tmp_path / "figures")
-    titles = [figure.axes[0].get_title() for figure in figures.values()]
-    _close(figures)
-    said = [str(w.message) for w in caught if "sigmoid" in str(w.message)]
+    titles, said = _default_tau_overlay(monkeypatch, [ntxent, smooth], tmp_path)
     assert said == [f"{ntxent} was logged by a loss without a sigmoid tau: its lines of "
                     "operating_region, gradient_counts, gradient_count_mean measure SmoothAP's "
                     "sigmoid at gradlab's default tau, not that loss's gradient, and do not "
@@ -1461,10 +1466,7 @@ def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, m
     first = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
     second = _run_of(tmp_path / "ntxent_2", gradlab.NTXentLoss(0.2))
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
-    with pytest.warns(UserWarning) as caught:
-        figures, _ = _drawn(monkeypatch, [first, second, smooth], out=tmp_path / "figures")
-    _close(figures)
-    said = [str(w.message) for w in caught if "sigmoid tau" in str(w.message)]
+    _, said = _default_tau_overlay(monkeypatch, [first, second, smooth], tmp_path)
     assert said == [f"{first}, {second} were logged by a loss without a sigmoid tau: their "
                     "lines of operating_region, gradient_counts, gradient_count_mean measure "
                     "SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and "
