@@ -566,12 +566,15 @@ def summarize(results: dict) -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
 
     A (encoder, loss) is compared only if its mean R@1 is at least :data:`CHANCE_FACTOR` times
-    chance (:func:`chance_recall_at_1`) in both directions; the others never trained and are
-    listed ``apart[encoder][loss]`` with their measured numbers (mean R@1 each way, and the
-    training loss at the first step and over the last 10 steps, means over seeds), never
-    ranked. Among the compared: ``best_recall_at_1[direction]``, the pair with the highest mean
-    R@1 that way (None when none is compared), and ``tied``, the pairs within its seed spread
-    (gap below the sum of the two stds); ``best_rsum[encoder]``, that encoder's compared loss
+    chance (:func:`chance_recall_at_1`) in both directions and its embeddings did not collapse
+    (:func:`collapse_uniformity`); the others are listed ``apart[encoder][loss]`` with their
+    measured numbers (mean R@1 each way, and the training loss at the first step and over the
+    last 10 steps, means over seeds), ``below_chance`` (True: it never trained) and, where a
+    modality collapsed (whether or not the run is below chance), ``collapsed``: that
+    modality's mean uniformity at the last logged step. They are never ranked. Among the
+    compared: ``best_recall_at_1[direction]``, the pair with the highest mean R@1 that way
+    (None when none is compared), and ``tied``, the pairs within its seed spread (gap below
+    the sum of the two stds); ``best_rsum[encoder]``, that encoder's compared loss
     with the highest mean rsum (``loss`` None when none) and its ``tied`` losses.
 
     Example:
@@ -589,12 +592,12 @@ def summarize(results: dict) -> dict:
     apart: dict = {}
     compared: dict = {}
     for encoder, runs in results["runs"].items():
-        apart[encoder] = {loss: _apart_numbers(run) for loss, run in runs.items()
-                          if not _above_chance(run, chance)}  # fmt: skip
-        for loss, run in runs.items():  # trained above chance, yet its embeddings collapsed
-            collapsed = _collapsed(run)
-            if loss not in apart[encoder] and collapsed:
-                apart[encoder][loss] = {**_apart_numbers(run), "collapsed": collapsed}
+        apart[encoder] = {}
+        for loss, run in runs.items():  # below chance, or collapsed, or both
+            below, collapsed = not _above_chance(run, chance), _collapsed(run)
+            if below or collapsed:
+                apart[encoder][loss] = {**_apart_numbers(run), "below_chance": below,
+                                        **({"collapsed": collapsed} if collapsed else {})}
         compared[encoder] = {loss: run for loss, run in runs.items() if loss not in apart[encoder]}
     best_recall = {}
     for direction in DIRECTIONS:

@@ -209,8 +209,8 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
             stds = [float(np.std(recall[m])) for m in metrics]
             x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
             numbers = apart.get(encoder, {}).get(loss)
-            faint = {} if numbers is None else {  # collapsed: cross-hatched, told apart
-                "hatch": "xx" if numbers.get("collapsed") else "//", "alpha": 0.45}
+            faint = {} if numbers is None else {  # collapsed above chance: cross-hatched
+                "hatch": "//" if numbers["below_chance"] else "xx", "alpha": 0.45}
             axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index],
                      **faint)  # fmt: skip
         # the metric under each group of bars, the direction once under its three metrics
@@ -225,12 +225,12 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
         axis.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("recall on unseen scenes")
     handles = [Patch(color=colours[index], label=loss) for index, loss in enumerate(losses)]
-    reasons = [numbers.get("collapsed") for runs in apart.values() for numbers in runs.values()]
-    if any(not reason for reason in reasons):  # not ranked: the text lists these runs apart
+    below = [numbers["below_chance"] for runs in apart.values() for numbers in runs.values()]
+    if any(below):  # not ranked: the text lists these runs apart
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
                              label=f"did not train (R@1 < {digit_scenes.CHANCE_FACTOR:g} x "
                                    "chance): not ranked"))  # fmt: skip
-    if any(reasons):
+    if not all(below):
         handles.append(Patch(facecolor="white", edgecolor="grey", hatch="xx",
                              label="embeddings collapsed (uniformity > "
                                    f"{digit_scenes.collapse_uniformity():.3f}): not ranked"))

@@ -328,7 +328,7 @@ def _scenes(results: dict) -> list[Finding]:
     apart = {"untrained": [], "collapsed": []}
     for encoder, losses in summary["apart"].items():
         for loss, numbers in losses.items():
-            kind = "collapsed" if numbers.get("collapsed") else "untrained"
+            kind = "untrained" if numbers["below_chance"] else "collapsed"
             apart[kind].append(f"{encoder} with {loss}")
     if apart["untrained"]:
         sentences.append(f"Listed apart, not compared (R@1 not at least "

@@ -332,7 +332,8 @@ def scenes_text(results: dict, summary: dict | None = None) -> str:
 
 def _uncollapsed(summary: dict, encoder: str) -> str:
     """``" whose embeddings did not collapse"`` where one of ``encoder``'s runs collapsed."""
-    collapsed = any(numbers.get("collapsed") for numbers in summary["apart"][encoder].values())
+    collapsed = any(numbers.get("collapsed") and not numbers["below_chance"]
+                    for numbers in summary["apart"][encoder].values())  # fmt: skip
     return " whose embeddings did not collapse" if collapsed else ""
 
 
@@ -342,12 +343,14 @@ def _chance_words(summary: dict) -> str:
 
 def scenes_apart_text(summary: dict) -> str:
     """The (encoder, loss) runs listed apart, each with its measured R@1 both ways and its
-    training loss: those that did not train (R@1 below the chance gate), then those whose
-    embeddings collapsed (:func:`collapse_words`), with their uniformity; empty if none.
+    training loss: those that did not train (R@1 below the chance gate; a modality that also
+    collapsed is named with its uniformity), then those whose embeddings collapsed
+    (:func:`collapse_words`), with their uniformity; empty if none.
 
     Example:
         >>> summary = {"chance": {"i2t": 0.002, "t2i": 0.002}, "chance_factor": 2.0,
-        ...            "apart": {"VSE++": {"NT-Xent": {"i2t_R@1": 0.003, "t2i_R@1": 0.001}}}}
+        ...            "apart": {"VSE++": {"NT-Xent": {"i2t_R@1": 0.003, "t2i_R@1": 0.001,
+        ...                                            "below_chance": True}}}}
         >>> scenes_apart_text(summary)
         'Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): VSE++ with NT-Xent (R@1 0.0030 image -> caption, 0.0010 caption -> image).'
     """  # noqa: E501
@@ -357,11 +360,14 @@ def scenes_apart_text(summary: dict) -> str:
             words = [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
                      "caption -> image", *loss_change_words(numbers)]  # fmt: skip
             if numbers.get("collapsed"):
-                words.append("uniformity " + ", ".join(
-                    f"{modality} {value:.3f}" for modality, value in numbers["collapsed"].items()))
-                collapsed.append(f"{encoder} with {loss} (" + ", ".join(words) + ")")
-            else:
-                untrained.append(f"{encoder} with {loss} (" + ", ".join(words) + ")")
+                uniformity = ", ".join(f"{modality} {value:.3f}"
+                                       for modality, value in numbers["collapsed"].items())
+                words.append(f"its {' and '.join(numbers['collapsed'])} also collapsed "
+                             f"(uniformity {uniformity}; above "
+                             f"{summary['collapse']['uniformity']:.3f})"
+                             if numbers["below_chance"] else f"uniformity {uniformity}")
+            (untrained if numbers["below_chance"] else collapsed).append(
+                f"{encoder} with {loss} (" + ", ".join(words) + ")")
     sentences = []
     if untrained:
         chance = summary["chance"]

@@ -67,15 +67,18 @@ def test_a_collapsed_run_above_chance_is_listed_apart_and_never_ranked():
 
 def test_the_runs_listed_apart_are_worded_in_full():
     # each collapsed run with its R@1, its training loss and its modalities' uniformity, after
-    # the runs that did not train; the threshold's words from the summary's numbers
+    # the runs that did not train (one of which also collapsed: said, with its uniformity);
+    # the threshold's words from the summary's numbers
     summary = {
         "chance": {"i2t": 0.002, "t2i": 0.004}, "chance_factor": 2.0,
         "collapse": {"uniformity": -0.0567, "cosine": 0.8, "share": 0.75},
         "apart": {
             "A": {"L1": {"i2t_R@1": 0.5, "t2i_R@1": 0.25, "initial_loss": 2.0, "final_loss": 1.5,
-                         "collapsed": {"images": -0.01, "captions": -0.02}},
-                  "L2": {"i2t_R@1": 0.001, "t2i_R@1": 0.003}},
-            "B": {"L3": {"i2t_R@1": 0.125, "t2i_R@1": 0.0625,
+                         "below_chance": False, "collapsed": {"images": -0.01, "captions": -0.02}},
+                  "L2": {"i2t_R@1": 0.001, "t2i_R@1": 0.003, "below_chance": True},
+                  "L4": {"i2t_R@1": 0.002, "t2i_R@1": 0.001, "below_chance": True,
+                         "collapsed": {"captions": -0.03}}},
+            "B": {"L3": {"i2t_R@1": 0.125, "t2i_R@1": 0.0625, "below_chance": False,
                          "collapsed": {"captions": -0.005}}},
         },
     }  # fmt: skip
@@ -86,7 +89,9 @@ def test_the_runs_listed_apart_are_worded_in_full():
     assert scenes_apart_text(summary) == (
         "Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x "
         "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): A with "
-        "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image). Listed apart, not ranked, "
+        "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image); A with L4 (R@1 0.0020 "
+        "image -> caption, 0.0010 caption -> image, its captions also collapsed (uniformity "
+        "captions -0.030; above -0.057)). Listed apart, not ranked, "
         f"as their embeddings collapsed ({threshold}): A with L1 (R@1 0.5000 image -> caption, "
         "0.2500 caption -> image, training loss fell from 2.000 to 1.500, uniformity images "
         "-0.010, captions -0.020); B with L3 (R@1 0.1250 image -> caption, 0.0625 caption -> "
@@ -118,3 +123,25 @@ def test_the_finding_names_every_collapsed_run():
     threshold = f"{digit_scenes.collapse_uniformity():.3f}"
     assert finding.endswith(f"Listed apart, not compared (embeddings collapsed: uniformity above "
                             f"{threshold}): VSRN with VSE++ max-violation, VSE++ with SmoothAP.")
+
+
+def test_a_run_below_chance_whose_captions_collapsed_is_listed_as_untrained_and_collapsed():
+    # below the chance gate and collapsed: it did not train, and its collapse is not hidden
+    results = _results()
+    results["runs"]["VSRN"]["VSE++ max-violation"] = _run(0.001, 2.0, 0.01, 0.33)
+    results["summary"] = summary = digit_scenes.summarize(results)
+    numbers = summary["apart"]["VSRN"]["VSE++ max-violation"]
+    assert numbers["below_chance"] is True
+    assert set(numbers["collapsed"]) == {"images", "captions"}
+    assert summary["best_rsum"]["VSRN"] == {"loss": "NT-Xent", "tied": []}
+    text = scenes_apart_text(summary)
+    assert text.startswith("Listed apart, not ranked, as they did not train here")
+    assert "its images and captions also collapsed (uniformity images " in text
+    assert "as their embeddings collapsed" not in text
+    # the ranked loss is not said to be the only one "whose embeddings did not collapse":
+    # the other one is apart for being below chance
+    assert ("the only one of its losses above 2 x chance R@1 both ways."
+            in scenes_text(results, summary))
+    finding = FINDERS["scenes"](results)[0].text
+    assert "(R@1 not at least 2 x chance both ways): VSRN with VSE++ max-violation." in finding
+    assert "embeddings collapsed" not in finding

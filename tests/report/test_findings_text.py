@@ -410,7 +410,8 @@ def test_the_scenes_line_names_the_best_and_the_apart_runs():
     summary = {
         "best_recall_at_1": {"i2t": best, "t2i": best},
         "chance_factor": 2.5,
-        "apart": {"VSRN": {"y": {}}, "VSE++": {"y": {}, "z": {}}},
+        "apart": {"VSRN": {"y": {"below_chance": True}},
+                  "VSE++": {"y": {"below_chance": True}, "z": {"below_chance": True}}},
     }
     figure = "![r](figures/digit_scenes_recall.png)"
     line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, figure)})[2]

@@ -389,9 +389,10 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
         "apart": {
             "A": {},
             "B": {
-                "gone": {"i2t_R@1": 0.0005, "t2i_R@1": 0.0, "initial_loss": 2.0, "final_loss": 1.5}
+                "gone": {"i2t_R@1": 0.0005, "t2i_R@1": 0.0, "initial_loss": 2.0, "final_loss": 1.5,
+                         "below_chance": True}
             },
-            "C": {"x": {"i2t_R@1": 0.75, "t2i_R@1": 0.001}},
+            "C": {"x": {"i2t_R@1": 0.75, "t2i_R@1": 0.001, "below_chance": True}},
             "D": {},
         },
     }
