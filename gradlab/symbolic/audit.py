@@ -26,7 +26,7 @@ from gradlab.symbolic import (
     supplementary_claims,
     tie_aware_claims,
 )
-from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
+from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY, VERDICTS, Claim, audit_claim
 from gradlab.symbolic.seeds import citation, paper_label
 from gradlab.validation import check_bool, check_int_in_range
 
@@ -482,7 +482,7 @@ def format_markdown(records: list[dict]) -> str:
             "",
             "| claim | verdict | statement |",
             "| --- | --- | --- |",
-            *(f"| `{r['label']}` | {badge[r['verdict']]} | "
+            *(f"| `{r['label']}` | {_verdict_cell(r, badge)} | "
               f"{r['claim']['statement'].replace('|', chr(92) + '|')} |"  # a cell's pipe: \|
               for r in mine),
             "",
@@ -491,7 +491,7 @@ def format_markdown(records: list[dict]) -> str:
             lines += [
                 "<details>",
                 f"<summary><code>{record['label']}</code>: {record['claim']['statement']} "
-                f"({record['verdict']})</summary>",
+                f"({_verdict_cell(record, {})})</summary>",
                 "",
                 *_formula_lines("printed", record["claim"]["formula"]),
                 *([] if record["claim"]["latex"].startswith("\\texttt")
@@ -501,7 +501,7 @@ def format_markdown(records: list[dict]) -> str:
                                  record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
-                f"- verdict: {badge[record['verdict']]}",
+                f"- verdict: {_verdict_cell(record, badge)}",
                 *_detail_lines(record["detail"]),
                 *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
                    f"{_candidates(record)}"] if "mutants" in record else []),
@@ -511,6 +511,17 @@ def format_markdown(records: list[dict]) -> str:
             ]
         lines += ["</details>", ""]
     return "\n".join(lines)
+
+
+def _verdict_cell(record: dict, badge: dict[str, str]) -> str:
+    """A record's verdict as ``badge`` shows it (plain when absent), with ``on the printed
+    numbers only`` for a claim about the authors' experiments checked on what they printed
+    (its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`): it holds of the
+    table, and nothing was rerun."""
+    verdict = badge.get(record["verdict"], record["verdict"])
+    if PRINTED_RESULTS_ONLY in record["detail"]:
+        return f"{verdict}, on the printed numbers only"
+    return verdict
 
 
 def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Path | None) -> None:

@@ -29,7 +29,7 @@ from gradlab.symbolic.audit import (
     summary_counts,
     write_outputs,
 )
-from gradlab.symbolic.claims import Claim, Form, decide, mutant, undecided
+from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY, Claim, Form, decide, mutant, undecided
 
 S000, S002 = "000_e0f8edb24a02ffe3", "002_9d7d2555864f9baa"
 CITATION_000 = ("Bleeker & de Rijke (2022). Do Lessons from Metric Learning Generalize to "
@@ -759,3 +759,29 @@ def test_a_table_of_records_with_and_without_mutants_has_no_mutant_column():
     assert "mutants" not in mixed.split("\n")[0]
     assert format_table([with_mutants], width=60).split("\n")[0].split()[2] == "mutants"
     assert "| mutants killed |" not in format_markdown([with_mutants, without])
+
+
+def test_a_claim_checked_on_printed_numbers_says_so_wherever_its_verdict_is_shown():
+    # a verdict on the authors' printed table is not a rerun of their experiment: the table
+    # row, the folded summary and the verdict line say "on the printed numbers only"; a claim
+    # checked otherwise does not
+    def table(form):
+        return decide(form.value == 1, "the table's rows agree.", "they do not.")
+
+    printed = [Claim("mine", label, "x is one", Form(sp.Integer(value), lhs="x"), table,
+                     note=note)
+               for label, value, note in (("t1", 1, PRINTED_RESULTS_ONLY),
+                                          ("t2", 2, PRINTED_RESULTS_ONLY),
+                                          ("t3", 1, ""),
+                                          ("t4", 1, f"Context. {PRINTED_RESULTS_ONLY} More."))]
+    lines = format_markdown(run_audit(printed)).splitlines()
+    only = ", on the printed numbers only"
+    for label, verdict, said in (("t1", "holds", True), ("t2", "**FAILS**", True),
+                                 ("t3", "holds", False), ("t4", "holds", True)):
+        row = next(line for line in lines if line.startswith(f"| `{label}` |"))
+        assert row == f"| `{label}` | {verdict}{only if said else ''} | x is one |"
+        summary = next(line for line in lines if line.startswith(f"<summary><code>{label}<"))
+        plain = "holds" if verdict == "holds" else "fails"
+        assert summary.endswith(f"x is one ({plain}{only if said else ''})</summary>")
+        start = lines.index(summary)
+        assert f"- verdict: {verdict}{only if said else ''}" in lines[start:start + 12]
