@@ -67,7 +67,7 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
         xscale="log",
         xlabel="score standard deviation (cosine units)",
         ylabel="off-diagonal proportion P",
-        title="P for i.i.d. Gaussian scores: erf(w / 2 sigma)",
+        title="Off-diagonal P, i.i.d. Gaussian scores: erf(w / 2 sigma)",
     )
     legend_below(right, columns=3, handles=handles,
                  title="lines: closed form; markers: simulation, 64 x 256 scores")  # fmt: skip

@@ -666,3 +666,16 @@ def test_a_collapsed_model_expects_the_proportion_it_measures(candidates, diagon
     else:
         assert expected == measured.item() == 1.0
     assert expected_operating_region_proportion(0.0, tau=0.01, eps=26.0) == 0.0  # 1/(4 tau) = 25
+
+
+def test_the_diagonal_adds_one_minus_the_off_diagonal_p_over_c():
+    # Eq. 1 counts each query's C diagonal entries D_ii = 0 (always inside a non-empty region)
+    # among its C^2: P = P_off + (1 - P_off) / C, the relation the report states
+    generator = torch.Generator().manual_seed(3)
+    for candidates in (2, 7, 40):
+        scores = 0.1 * torch.randn(5, candidates, generator=generator, dtype=torch.float64)
+        full = operating_region_proportion(scores)
+        off = operating_region_proportion(scores, include_diagonal=False)
+        assert torch.allclose(full, off + (1 - off) / candidates, rtol=0, atol=1e-15)
+        # beyond two candidates (whose two off-diagonal entries agree), not read at 0 or 1 alone
+        assert candidates == 2 or ((off > 0) & (off < 1)).any()

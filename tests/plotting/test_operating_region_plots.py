@@ -100,7 +100,7 @@ def test_closed_forms_draw_expected_lines_and_simulated_markers_per_tau(drawn):
     assert (right.get_xscale(), right.get_yscale()) == ("log", "linear")
     assert right.get_xlabel() == "score standard deviation (cosine units)"
     assert right.get_ylabel() == "off-diagonal proportion P"
-    assert right.get_title() == "P for i.i.d. Gaussian scores: erf(w / 2 sigma)"
+    assert right.get_title() == "Off-diagonal P, i.i.d. Gaussian scores: erf(w / 2 sigma)"
     legend = right.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["tau = 0.01", "tau = 0.1"]
     for index, handle in enumerate(legend.legend_handles):

@@ -363,7 +363,11 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
     lines = markdown.splitlines()
     assert lines[0] == "## Operating region"
     assert ("At tau = 0.01 and eps = 0.005 (Brown et al., 2020) the slope exceeds eps exactly "
-            "when |D| < w = 0.0123.") in lines
+            "when |D| < w = 0.0123. The closed form of P (right panel) leaves out a query's "
+            "diagonal entry D_ii = 0, always inside the region: it is the off-diagonal P. The "
+            "other figures count it, as Eq. 1 does (the Monitor logs both: p_seed and "
+            "p_off_diagonal); it adds (1 - off-diagonal P) / m to P for m candidates per "
+            "query.") in lines
     headings = [line for line in lines if line.startswith("#")]
     assert headings == ["## Operating region",
                         "### P against mini-batch size (Brown et al., 2020, Fig. S7a), Smooth-AP's "
