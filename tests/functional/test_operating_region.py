@@ -679,3 +679,18 @@ def test_the_diagonal_adds_one_minus_the_off_diagonal_p_over_c():
         assert torch.allclose(full, off + (1 - off) / candidates, rtol=0, atol=1e-15)
         # beyond two candidates (whose two off-diagonal entries agree), not read at 0 or 1 alone
         assert candidates == 2 or ((off > 0) & (off < 1)).any()
+
+
+def test_weighted_counts_of_a_query_whose_candidates_are_all_positive_use_its_true_ranks():
+    # no negative: every positive's R(i, S_Omega) is still 1 + its sigmoid sum (about 2 to 3
+    # here, not 1); with eps = 4 the slopes near 25 of these near-ties pass at R = 1, and only
+    # some of them over R^2
+    scores = torch.tensor([[0.300, 0.301, 0.302, 0.303], [0.1, 0.2, 0.3, 0.4]],
+                          dtype=torch.float64)  # fmt: skip
+    positives = torch.tensor([[True] * 4, [True, True, False, False]])
+    counts = gradient_counts(scores, positives, 0.01, 4.0, weighted=True)
+    expected = [loops.gradient_count(scores[q].tolist(), positives[q].tolist(), 0.01, 4.0, True)
+                for q in range(2)]  # fmt: skip
+    assert counts.per_query.tolist() == expected
+    unweighted = gradient_counts(scores, positives, 0.01, 4.0).per_query.tolist()
+    assert 0 < expected[0] < unweighted[0]  # the ranks decide, not the slopes alone

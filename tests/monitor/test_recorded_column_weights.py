@@ -231,3 +231,47 @@ def test_nested_blocks_give_the_outer_one_the_inner_ones_weights_once_it_ends():
     assert outer[0] is inner[0]
     loss.backward()
     assert inner[0].split is not None  # filled by the backward, after both blocks ended
+
+
+def test_a_cross_modal_call_records_the_weights_of_its_own_query_rows():
+    # 5 queries x 4 candidates; query 0 has no positive, so the one group holds queries 1-4:
+    # its weights go to those rows (not to rows 0-3), and row 0 stays 0
+    generator = torch.Generator().manual_seed(0)
+    queries = torch.randn(5, 6, generator=generator, dtype=torch.float64, requires_grad=True)
+    candidates = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    positives = torch.zeros(5, 4, dtype=torch.bool)
+    positives[torch.arange(1, 5), torch.arange(4)] = True
+    with recording() as records, recording_column_weights() as weights:
+        loss = gradlab.SmoothAPLoss(0.05)(queries, candidates=candidates, positives=positives)
+    loss.backward()
+    record, recorded = records[-1], weights[0].split.clone()
+    computed = smooth_ap_terms(record.scores.detach(), record.positives, 0.05,
+                               torch.nn.functional.normalize(candidates, dim=1),
+                               forward=tuple(record.forward))  # fmt: skip
+    _identical(recorded[0] - recorded[1], computed.score_grad)
+    assert (recorded[:, 0] == 0).all() and (recorded[:, 1:] != 0).any()
+
+
+def test_the_workspace_buffer_logs_what_a_fresh_one_logs_in_float64(tmp_path, monkeypatch):
+    # step 0 records the weights into a fresh tensor; from step 1 into the Monitor's workspace
+    # (128 x 128 scores: large enough to be kept there), in the scores' dtype, so that every
+    # step reads them (no second sigmoid block) and the same batch logs the same values
+    blocks = []
+    original = diagnostics_module.sigmoid_block
+    monkeypatch.setattr(diagnostics_module, "sigmoid_block",
+                        lambda *a, **k: blocks.append(1) or original(*a, **k))  # fmt: skip
+    generator = torch.Generator().manual_seed(1)
+    embeddings = torch.randn(128, 8, generator=generator, dtype=torch.float64)
+    labels = torch.arange(128) % 32
+    records = []
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(3):
+            batch = embeddings.clone().requires_grad_(True)
+            loss_fn(batch, labels).backward()
+            records.append(monitor.step())
+        assert monitor.workspace.kept_bytes > 0
+    assert not blocks
+    for later in records[1:]:
+        assert {k: v for k, v in later.items() if k != "step"} == pytest.approx(
+            {k: v for k, v in records[0].items() if k != "step"}, rel=0, abs=0, nan_ok=True)
