@@ -47,9 +47,12 @@ QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Sus
 
 
 def _named_instead(quantities: object) -> str:
-    """What a list of quantities given by name should hold instead: each name's class, called
-    (names that are no quantity of gradlab's are listed against those that are)."""
-    if isinstance(quantities, str) or not isinstance(quantities, Sequence):
+    """What a list of quantities given by name (or one name alone) should hold instead: each
+    name's class, called (names that are no quantity of gradlab's are listed against those
+    that are)."""
+    if isinstance(quantities, str):
+        quantities = [quantities] if quantities else []
+    elif not isinstance(quantities, Sequence):
         return ""
     names = [q for q in quantities if isinstance(q, str)]
     if not names:

@@ -143,6 +143,24 @@ def test_quantities_given_by_name_are_refused_naming_the_classes(tmp_path):
     assert monitor_package.Anatomy.name == "anatomy" and monitor_package.Margins.name == "margins"
 
 
+@pytest.mark.parametrize(("quantities", "said"), [
+    ("anatomy", " (a quantity is an object: pass gradlab.monitor.Anatomy() for 'anatomy')"),
+    (["margin"], " ('margin' is no quantity of gradlab's, whose names are {names})"),
+    (("x", "y"), " ('x', 'y' are no quantity of gradlab's, whose names are {names})"),
+    (42, ""),  # no names: nothing to say but the refusal
+    ([3, None], ""),
+])
+def test_a_refusal_names_the_classes_only_for_quantities_given_by_name(tmp_path, quantities,
+                                                                       said):
+    import gradlab.monitor as monitor_package
+
+    names = sorted(cls.name for cls in monitor_package.QUANTITIES)
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=quantities)
+    assert str(raised.value) == ("quantities must be a list of Quantity instances; got "
+                                 f"{quantities!r}{said.format(names=names)}")  # fmt: skip
+
+
 def test_every_replaces_the_schedules_of_explicit_quantities(tmp_path):
     with Monitor(tmp_path, quantities=[Loss(every(5))], every=2) as monitor:
         train(monitor, steps=5)
