@@ -552,3 +552,37 @@ def test_a_sink_is_located_at_its_file_else_at_the_log_folder(tmp_path):
     assert CSVSink("log.csv").location(tmp_path) == str(tmp_path / "log.csv")
     assert Folder().location(tmp_path) == str(tmp_path)
     assert NotAName().location(tmp_path) == str(tmp_path)
+
+
+def test_sink_kinds_names_the_kinds_given_by_name_or_as_objects():
+    from gradlab.monitor.sinks import sink_kinds
+
+    class MyCSV(CSVSink):
+        pass
+
+    assert sink_kinds(["jsonl"]) == {"jsonl"}
+    assert sink_kinds([CSVSink("copy.csv")]) == {"csv"}
+    assert sink_kinds([MyCSV("mine.csv"), "tensorboard"]) == {"csv", "tensorboard"}
+    assert sink_kinds([]) == set() and sink_kinds(["no such sink"]) == set()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/mem")
+def test_an_event_file_that_cannot_be_read_is_no_gradlab_event_file(tmp_path):
+    # /proc/self/mem is a file whose first bytes cannot be read (EIO): a link to it stands for
+    # an unreadable event file, which is not taken for gradlab's
+    from gradlab.monitor.sinks import gradlab_event_files
+
+    (tmp_path / "events.out.tfevents.1.host.1.0").symlink_to("/proc/self/mem")
+    (tmp_path / "events.out.tfevents.1.host.2.0.gradlab").write_bytes(b"")
+    assert [path.name for path in gradlab_event_files(tmp_path)] == [
+        "events.out.tfevents.1.host.2.0.gradlab"]
+
+
+@pytest.mark.parametrize("header", [None, {}])
+def test_a_csv_sink_opened_without_a_run_header_writes_its_rows(tmp_path, header):
+    sink = CSVSink("rows.csv")
+    sink.open(tmp_path, header)
+    sink.write({"step": 0, "loss": 0.5})
+    sink.close()
+    with open(tmp_path / "rows.csv", newline="") as handle:
+        assert list(csv.DictReader(handle)) == [{"step": "0", "loss": "0.5"}]

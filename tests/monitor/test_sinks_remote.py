@@ -48,9 +48,14 @@ def test_wandb_sink_starts_an_offline_run_with_the_jsonl_keys_and_steps(tmp_path
 def test_wandb_sink_logs_into_the_active_run_and_leaves_it_open(tmp_path):
     wandb = pytest.importorskip("wandb")
     run = wandb.init(dir=str(tmp_path), project="gradlab-tests")
+    sink = WandbSink()
     try:
         run.log({"user_metric": 1.0})
-        _run(tmp_path / "gradlab", "wandb")
+        assert sink.location(tmp_path / "gradlab") == str(tmp_path.resolve() / "gradlab" / "wandb")
+        with Monitor(tmp_path / "gradlab", quantities=[FixedTable(every(1))],
+                     sinks=["jsonl", sink], strict=True) as monitor:  # fmt: skip
+            train(monitor, steps=len(TABLE))
+            assert sink.location(tmp_path / "gradlab") == str(run.dir)  # the run's own folder
         assert wandb.run is run  # not finished by the sink
         run.log({"user_metric": 2.0})
     finally:
@@ -429,3 +434,17 @@ def test_an_mlflow_fault_is_reported_at_the_tracking_uri_not_the_log_dir(tmp_pat
     assert str(faults[0].message) == (
         f"gradlab.Monitor: could not write the record of step 0 (MLflowSink ({store!r}): the "
         f"store is down). {FAULT_TAIL}")
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_remote_sink_before_its_run_is_located_where_its_run_would_be(tmp_path, given):
+    # W&B: <dir>/wandb (dir: log_dir unless given); MLflow: its tracking_uri, else MLflow's
+    pytest.importorskip("wandb")
+    mlflow = pytest.importorskip("mlflow")
+    folder = tmp_path / "elsewhere"
+    sink = WandbSink(dir=str(folder)) if given else WandbSink()
+    assert sink.location(tmp_path / "run") == str(
+        (folder if given else tmp_path / "run").resolve() / "wandb")
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    sink = MLflowSink(tracking_uri=store if given else None)
+    assert sink.location(tmp_path / "run") == (store if given else mlflow.get_tracking_uri())
