@@ -760,3 +760,25 @@ def test_the_fault_warning_names_the_file_that_could_not_be_written(tmp_path, di
         "(monitor.dropped_records counts them per sink), the sink is tried again at every "
         "logged step and the first record it takes notes the steps it missed (dropped_steps); "
         "later faults of the same sink are not reported again (strict=True raises instead)"]
+
+
+def test_a_fault_of_a_sink_that_cannot_say_where_it_writes_names_the_log_folder(tmp_path):
+    class Nowhere(FlakySink):
+        def location(self, log_dir):
+            raise RuntimeError("no location")
+
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", Nowhere({0})])
+    with pytest.warns(RuntimeWarning) as caught:
+        _train(monitor, Disk(), range(1), {})
+    message = next(str(w.message) for w in caught if issubclass(w.category, RuntimeWarning))
+    assert message.startswith("gradlab.Monitor: could not write the record of step 0 (Nowhere "
+                              f"({str(tmp_path)!r}): ")  # fmt: skip
+
+
+def test_a_dangling_link_among_the_run_files_does_not_stop_a_resumption(tmp_path):
+    # a file that vanished (a link to nowhere named as a run file) has no size to compare:
+    # the resumption reads the run that is there
+    _train_plain(tmp_path, ["jsonl"], 1)
+    (tmp_path / C).symlink_to(tmp_path / "gone.csv")
+    _train_plain(tmp_path, ["jsonl"], 1, resume=True)
+    assert [r["step"] for r in read_jsonl(tmp_path / J)[1]] == [0, 1]
