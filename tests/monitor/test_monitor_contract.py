@@ -660,3 +660,25 @@ def test_a_monitor_stopped_by_its_schedule_s_error_is_not_said_to_have_ended_uns
         train()
         gc.collect()
     assert [str(w.message) for w in caught if "ended (collected" in str(w.message)] == []
+
+
+def test_a_schedule_that_raises_after_the_first_step_disables_its_quantity_and_training_goes_on(
+    tmp_path,
+):
+    def flaky(step):
+        if step >= 2:
+            raise ValueError("no schedule past step 1")
+        return True
+
+    with pytest.warns(RuntimeWarning) as caught, Monitor(tmp_path,
+                                                         quantities=[Loss(flaky)]) as monitor:
+        train(monitor, steps=4)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1 and said[0].startswith(
+        "gradlab.Monitor: quantity 'loss' raised and is disabled (strict=True raises instead)")
+    assert list(monitor.disabled) == ["loss"]
+    assert monitor.disabled["loss"].rstrip().endswith("ValueError: no schedule past step 1")
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")[1]] == [0, 1]
+    with pytest.raises(ValueError, match="no schedule past step 1"), Monitor(
+            tmp_path / "strict", quantities=[Loss(flaky)], strict=True) as monitor:  # fmt: skip
+        train(monitor, steps=4)
