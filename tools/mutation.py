@@ -346,6 +346,10 @@ MONITOR_TESTS = {
                     "test_the_non_finite_warning_points_at_the_callers_step",
                     "test_monitor_warnings_say_why.py::"
                     "test_the_nothing_logged_warning_points_at_the_close",
+                    "test_monitor_warnings_say_why.py::"
+                    "test_the_not_backpropagated_warning_points_at_the_callers_step",
+                    "test_monitor_warnings_say_why.py::"
+                    "test_what_a_quantity_says_of_its_numbers_points_at_the_callers_step",
                     "test_watch_bypassed.py::"
                     "test_the_step_before_backward_warning_points_at_the_callers_step",
                     "test_tau.py::test_the_tau_change_warning_points_at_the_loss_call",

@@ -428,3 +428,37 @@ def test_a_subclass_of_gradlabs_loss_with_a_schedule_of_its_own_still_blames_the
         "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
         "logged as it is (a log or a square root of 0, or a division by 0, in the loss?); later "
         "such steps are counted in monitor.not_finite['loss'] without a warning"]
+
+
+def test_the_not_backpropagated_warning_points_at_the_callers_step(tmp_path):
+    embeddings = _embeddings(0).requires_grad_()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            loss = loss_fn(embeddings, LABELS)
+            loss_fn(embeddings, LABELS).item()  # for display, never backpropagated
+            loss.backward()
+            line = inspect.currentframe().f_lineno + 1
+            monitor.step()
+    (told,) = [w for w in caught if "was not backpropagated" in str(w.message)]
+    assert (told.filename, told.lineno) == (__file__, line)
+
+
+def test_what_a_quantity_says_of_its_numbers_points_at_the_callers_step(tmp_path):
+    class Telling(Loss):
+        name = "telling"
+
+        def said_of_logged(self, logged, batch):
+            return "a fact the numbers hide"
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Telling()]) as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(
+                _embeddings(0).requires_grad_(), LABELS).backward()
+            line = inspect.currentframe().f_lineno + 1
+            monitor.step()
+    (told,) = [w for w in caught if "a fact the numbers hide" in str(w.message)]
+    assert str(told.message) == "gradlab.Monitor: step 0: a fact the numbers hide"
+    assert (told.filename, told.lineno) == (__file__, line)
