@@ -180,9 +180,9 @@ def _build_parser(
     audit.add_argument(
         "--measure", action="store_true",
         help="also measure P against batch size (quick settings, trains small networks for "
-        "some seconds), shown as context of the one empirical claim, which stays not "
-        "testable here (it needs the authors' data); without it the miniature is recorded as "
-        "not measured and nothing is trained (default: off)",
+        "some seconds), shown as context of Brown et al.'s claim that P rises with the batch "
+        "size, which stays not testable here (it needs the authors' data); without it the "
+        "miniature is recorded as not measured and nothing is trained (default: off)",
     )  # fmt: skip
     audit.add_argument(
         "--no-progress", action="store_true",

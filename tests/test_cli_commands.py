@@ -157,9 +157,9 @@ HELP_SAYS = {
                              "records get mutant_results, mutants, mutant_operators, "
                              "mutants_killed;"],
     ("audit", "--measure"): ["(quick settings, trains small networks for some seconds), shown "
-                             "as context of the one empirical claim, which stays not testable "
-                             "here (it needs the authors' data); without it the miniature is "
-                             "recorded as not measured"],
+                             "as context of Brown et al.'s claim that P rises with the batch "
+                             "size, which stays not testable here (it needs the authors' data); "
+                             "without it the miniature is recorded as not measured"],
     ("plot", "--out"): ["figure folder (default: RUN_DIR/figures for one run, "],
     ("plot", "--max-points"): ["steps (geometric on a log axis), over a band from each group's "
                                "smallest to its largest value (a long run is otherwise a solid "

@@ -204,7 +204,9 @@ def readme_findings(root: Path) -> str:
              else machine["device"])  # fmt: skip
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
-        f"by computation: {corrected} hold only after a correction and {fails} fail, "
+        f"by computation: {corrected} are wrong as printed, with a correction that holds (each "
+        f"correction checked by the same computation), {fails} are wrong with no correction "
+        "that holds, "
         f"{problems} distinct problems in all (claims that share one root cause count once; "
         f"{per_paper}); "
         f"{untestable} claims about the authors' experiments are not testable here "

@@ -53,8 +53,10 @@ def audit_block(records: list[dict]) -> str:
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
-        f"{counts['holds']} hold, {counts['holds-with-correction']} hold only after a correction "
-        f"(each correction checked by the same computation), {counts['fails']} fail, "
+        f"{counts['holds']} hold as printed, {counts['holds-with-correction']} are wrong as "
+        "printed, with a correction that holds (each correction checked by the same "
+        "computation), "
+        f"{counts['fails']} are wrong with no correction that holds, "
         f"{counts['inconclusive']} inconclusive"
         + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
         "on a named setting, not failures)"

@@ -106,7 +106,7 @@ def _headlines(records: list[dict]) -> list[Finding]:
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
                 f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps"
-                f"{in_texts(mine)} hold only after a correction, from "
+                f"{in_texts(mine)} are wrong as printed, from "
                 f"{distinct_problems(mine)} distinct slips: {_causes(mine)}{tail}.",
                 rank=0))  # fmt: skip
         else:
@@ -118,15 +118,22 @@ def _headlines(records: list[dict]) -> list[Finding]:
     return findings
 
 
+def _verb(count: int, one: str, many: str) -> str:
+    """``count`` and the verb that agrees with it: ``"1 is"``, ``"2 are"``, ``"0 are"``."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def _audit(results: dict) -> list[Finding]:
     counts = results["counts"]
     total = sum(counts.values())
     records = results.get("records", [])
     text = (
         f"The audit checks {total} printed claims{_texts(records)} by computation: "
-        f"{counts.get('holds', 0)} hold, {counts.get('holds-with-correction', 0)} hold only "
-        f"after a correction (each correction re-checked), {counts.get('fails', 0)} fail and "
-        f"{counts.get('inconclusive', 0)} stay inconclusive"
+        f"{_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
+        f"{_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed, "
+        "with a correction that holds (each correction re-checked), "
+        f"{_verb(counts.get('fails', 0), 'is', 'are')} wrong with no correction that holds "
+        f"and {_verb(counts.get('inconclusive', 0), 'stays', 'stay')} inconclusive"
     )
     empirical = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in EMPIRICAL if counts.get(v)]
     if empirical:
@@ -375,7 +382,7 @@ def findings_markdown(
         >>> print(findings_markdown({"audit": (audit, "## Derivation audit")}))
         ## Key findings
         <BLANKLINE>
-        - The audit checks 5 printed claims by computation: 3 hold, 1 hold only after a correction (each correction re-checked), 1 fail and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
+        - The audit checks 5 printed claims by computation: 3 hold as printed, 1 is wrong as printed, with a correction that holds (each correction re-checked), 1 is wrong with no correction that holds and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
     """  # noqa: E501
     numbers = figure_numbers("\n".join(markdown for _, markdown in sections.values()))
     ranked: list[tuple[int, str]] = []

@@ -152,12 +152,18 @@ def run_audit(
 
 
 def _listed_claims(claims: object) -> list[Claim]:
-    """``claims`` as a list, refused by name unless it is an iterable of :class:`Claim`."""
+    """``claims`` as a list, refused by name unless it is an iterable of :class:`Claim` with
+    distinct ids (two records of one id could not be told apart)."""
     listed = (None if isinstance(claims, (Claim, str)) or not isinstance(claims, Iterable)
               else list(claims))  # fmt: skip
     if listed is None or not all(isinstance(claim, Claim) for claim in listed):
         raise GradlabError(f"claims must be None or a list of Claims (e.g. [claim]); got "
                            f"{type(claims).__name__} {claims!r}")  # fmt: skip
+    ids = [claim.id for claim in listed]
+    repeated = sorted({claim_id for claim_id in ids if ids.count(claim_id) > 1})
+    if repeated:
+        raise GradlabError(f"claims must have distinct ids (seed:label); got "
+                           f"{', '.join(map(repr, repeated))} more than once")  # fmt: skip
     return listed
 
 
@@ -249,7 +255,9 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
 
 
 def mutant_summary(records: list[dict]) -> str:
-    """One line: records, mutants, killed, records short of mutants, records with survivors.
+    """One line: records, mutants, killed (and how many of those the check could not evaluate:
+    rejected as ``inconclusive``, not shown wrong), records short of mutants, records with
+    survivors.
 
     Example:
         >>> print(mutant_summary([]))
@@ -257,9 +265,12 @@ def mutant_summary(records: list[dict]) -> str:
     """
     kinds = [_shortfalls(record) for record in records]
     few = sum(bool(kind["count"] or kind["operators"]) for kind in kinds)
+    unevaluated = sum(o.get("killed") and o.get("verdict") == "inconclusive"
+                      for r in records for o in r.get("mutant_results", ()))  # fmt: skip
+    said = f" ({unevaluated} of them forms the check cannot evaluate)" if unevaluated else ""
     line = (f"records: {len(records)}, mutants: {sum(r['mutants'] for r in records)}, "
-            f"killed: {sum(r['mutants_killed'] for r in records)}; below {MIN_MUTANTS} mutants "
-            f"/ {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
+            f"killed: {sum(r['mutants_killed'] for r in records)}{said}; below {MIN_MUTANTS} "
+            f"mutants / {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
     surviving = sum(bool(kind["survivors"]) for kind in kinds)
     line += f"; records with a surviving mutant: {surviving}" if surviving else ""
     corrections = sum(bool(_candidates(record)) for record in records)  # as format_markdown
@@ -364,7 +375,9 @@ def format_table(records: list[dict], width: int = 110) -> str:
         for record in mine:
             killed = (f"{record['mutants_killed']}/{record['mutants']}".ljust(8)
                       if with_mutants else "")  # fmt: skip
-            wrapped = textwrap.wrap(record["claim"]["statement"], room) or [""]
+            statement = record["claim"]["statement"] + (
+                " (checked on the printed numbers only)" if _on_printed_numbers(record) else "")
+            wrapped = textwrap.wrap(statement, room) or [""]
             row = f"{'  ' + record['label']:{id_width}} {record['verdict']:21} {killed}"
             if beside:
                 lines.append(row + wrapped[0])
@@ -468,7 +481,8 @@ def format_markdown(records: list[dict]) -> str:
     badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*",
              **{v: f"*{v.replace('-', ' ')}*" for v in VERDICTS[4:]}}  # fmt: skip
-    checked_correction = ("holds-with-correction", "fails")  # fails: the correction failed too
+    correction_label = {"holds-with-correction": "corrected",
+                        "fails": "correction given, checked: it fails too"}  # fmt: skip
     for key, mine in papers.items():
         counts = summary_counts(mine)
         lines += [
@@ -496,8 +510,8 @@ def format_markdown(records: list[dict]) -> str:
                 *_formula_lines("printed", record["claim"]["formula"]),
                 *([] if record["claim"]["latex"].startswith("\\texttt")
                   else [f"- LaTeX: ${record['claim']['latex']}$"]),
-                *(_formula_lines("corrected" if record["verdict"] in checked_correction
-                                 else "correction given, not checked",
+                *(_formula_lines(correction_label.get(record["verdict"],
+                                                      "correction given, not checked"),
                                  record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
@@ -519,9 +533,15 @@ def _verdict_cell(record: dict, badge: dict[str, str]) -> str:
     (its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`): it holds of the
     table, and nothing was rerun."""
     verdict = badge.get(record["verdict"], record["verdict"])
-    if PRINTED_RESULTS_ONLY in record["detail"]:
+    if _on_printed_numbers(record):
         return f"{verdict}, on the printed numbers only"
     return verdict
+
+
+def _on_printed_numbers(record: dict) -> bool:
+    """Whether ``record`` is a claim about the authors' experiments checked on the numbers
+    they printed: its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`."""
+    return PRINTED_RESULTS_ONLY in record.get("detail", "")
 
 
 def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Path | None) -> None:

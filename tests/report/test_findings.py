@@ -20,8 +20,9 @@ SECTIONS = {
 def test_findings_quote_the_results_and_name_their_sections():
     text = findings_markdown(SECTIONS)
     assert text.startswith("## Key findings")
-    assert "13 printed claims" in text and "7 hold, 3 hold only after" in text
-    assert "2 fail and 1 stay inconclusive" in text
+    assert "13 printed claims" in text
+    assert "7 hold as printed, 3 are wrong as printed, with a correction that holds" in text
+    assert "2 are wrong with no correction that holds and 1 stays inconclusive" in text
     assert "exceeds the paper's error bound" in text and "1.250" in text
     assert "(#derivation-audit)" in text and "(#harmonic-sums)" in text
 
@@ -92,7 +93,8 @@ def test_the_audit_finding_counts_verdicts_and_distinct_problems_from_the_record
     # by hand: 1 holds, 3 corrected, 3 fail, 1 inconclusive; p1's four records that do not
     # hold are 2 problems (the cause "sign" once, eq5), p2's two are 2; 33 mutants, 31 killed
     assert "checks 11 printed claims" in text
-    assert "1 hold, 3 hold only after a correction" in text and "3 fail and 1 stay" in text
+    assert "1 holds as printed, 3 are wrong as printed, with a correction that holds" in text
+    assert "3 are wrong with no correction that holds and 1 stays inconclusive" in text
     assert "1 reproduced, 1 not reproduced, 1 not testable here (outcomes, not failures)" in text
     assert "The 6 claims that do not hold show 4 distinct problems" in text
     assert "p1: 4 claims, 2 problems; p2: 2 claims, 2 problems" in text

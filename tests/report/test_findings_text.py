@@ -83,7 +83,7 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
     assert lines[:2] == ["## Key findings", ""]
     assert lines[2] == (
         f"- {_paper(SHORT)}'s SmoothAP gradient derivation: 3 of its printed steps in its 2 "
-        "texts (a step printed in each is counted in each) hold only after a correction, from 2 "
+        "texts (a step printed in each is counted in each) are wrong as printed, from 2 "
         "distinct slips: sign (2 claims); quotient rule (1 claim); "
         "every correction holds when re-checked by computation. ([Audit](#audit))"
     )
@@ -143,7 +143,8 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     line = _lines({"audit": (audit, "text, no heading")})[-1]
     brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
     assert _audit_line(line, 7, " in 2 texts of 2 papers") == (
-        "1 hold, 1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
+        "1 holds as printed, 1 is wrong as printed, with a correction that holds (each "
+        "correction re-checked), 2 are wrong with no correction that holds and 0 stay "
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
         "testable here (outcomes, not failures). The 3 claims that do not hold show 2 distinct "
         "problems (claims sharing one root cause count once; "
@@ -152,11 +153,13 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     )
     plain = _lines({"audit": ({"counts": {"holds": 2}}, "## Audit")})
     assert _audit_line(plain[2], 2) == (
-        "2 hold, 0 hold only after a correction (each correction re-checked), 0 fail and 0 stay "
+        "2 hold as printed, 0 are wrong as printed, with a correction that holds (each "
+        "correction re-checked), 0 are wrong with no correction that holds and 0 stay "
         "inconclusive. ([Audit](#audit))"
     )
     assert _audit_line(_lines({"audit": ({"counts": {"fails": 1}}, "")})[2], 1) == (
-        "0 hold, 0 hold only after a correction (each correction re-checked), 1 fail and 0 stay "
+        "0 hold as printed, 0 are wrong as printed, with a correction that holds (each "
+        "correction re-checked), 1 is wrong with no correction that holds and 0 stay "
         "inconclusive."
     )
     one = {"counts": {"holds": 1}, "records": [_record(BROWN, "eq2", "holds")]}

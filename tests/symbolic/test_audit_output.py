@@ -479,12 +479,13 @@ def test_markdown_says_corrected_only_where_the_check_ran_on_the_correction():
 
     printed = {"a": 5, "b": 5, "c": 1, "d": 0}  # x is one in c only; d cannot be decided
     corrected = {"a": 1, "b": 3, "c": 3, "d": 3}  # b's correction is not one either
+    said_of = {"a": "corrected", "b": "correction given, checked: it fails too"}
     claims = [Claim("mine", label, "x is one", Form(sp.Integer(printed[label]), lhs="x"),
                     is_one_or_undecided, correction=Form(sp.Integer(value), lhs="x"))
               for label, value in corrected.items()]  # fmt: skip
     lines = format_markdown(run_audit(claims)).splitlines()
     for label, value in corrected.items():
-        said = "corrected" if printed[label] not in (0, 1) else "correction given, not checked"
+        said = said_of.get(label, "correction given, not checked")
         start = lines.index(next(line for line in lines
                                  if line.startswith(f"<summary><code>{label}</code>")))
         block = lines[start:lines.index("</details>", start)]
@@ -785,3 +786,48 @@ def test_a_claim_checked_on_printed_numbers_says_so_wherever_its_verdict_is_show
         assert summary.endswith(f"x is one ({plain}{only if said else ''})</summary>")
         start = lines.index(summary)
         assert f"- verdict: {verdict}{only if said else ''}" in lines[start:start + 12]
+
+
+def test_the_terminal_table_says_which_claims_rest_on_printed_numbers():
+    def table(form):
+        return decide(form.value == 1, "the rows agree.", "they do not.")
+
+    claims = [Claim("mine", label, f"claim {label}", Form(sp.Integer(1), lhs="x"), table,
+                    note=note)
+              for label, note in (("t1", PRINTED_RESULTS_ONLY), ("t2", ""))]
+    rows = format_table(run_audit(claims), width=120).splitlines()
+    assert next(r for r in rows if r.startswith("  t1")).endswith(
+        "claim t1 (checked on the printed numbers only)")
+    assert next(r for r in rows if r.startswith("  t2")).endswith("claim t2")
+
+
+def test_the_mutant_summary_says_how_many_killed_mutants_the_check_could_not_evaluate():
+    # a mutant on which the check raises is rejected as inconclusive: counted as killed, and
+    # said apart, since it was not shown wrong
+    def is_one(form):
+        if form.value == 3:
+            raise ValueError("math domain error")
+        return _is_one(form)
+
+    printed = Form(sp.Integer(1), lhs="x")
+    claim = Claim("mine", "eq1", "x is one", printed, is_one,
+                  mutants=(mutant(printed, sp.Integer(2), "two"),
+                           mutant(printed, sp.Integer(3), "three")))  # fmt: skip
+    records = run_audit([claim], mutants=True)
+    results = {o["mutant"]: o["verdict"] for o in records[0]["mutant_results"]}
+    assert results["two"] == "fails" and results["three"] == "inconclusive"
+    unevaluated = sum(o["verdict"] == "inconclusive" for o in records[0]["mutant_results"])
+    assert (f"killed: {records[0]['mutants_killed']} ({unevaluated} of them forms the check "
+            "cannot evaluate);") in mutant_summary(records)
+    assert "cannot evaluate" not in mutant_summary(run_audit([_one_claim()], mutants=True))
+
+
+def test_run_audit_refuses_two_claims_of_one_id_before_any_work():
+    def never(form):
+        raise AssertionError("checked before the refusal")
+
+    twice = [_one_claim(check=never), _one_claim(check=never), _one_claim(label="eq2")]
+    with pytest.raises(GradlabError) as raised:
+        run_audit(twice)
+    assert str(raised.value) == ("claims must have distinct ids (seed:label); got 'mine:eq1' "
+                                 "more than once")

@@ -83,7 +83,8 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     # by hand: 2 hold, 2 corrected, 2 fail, 0 inconclusive, 1 reproduced, 0 not reproduced,
     # 1 not testable here; the 4 records that do not hold are 2 problems ("sign" and 004:eq2)
     assert "checks **8** printed claims" in block
-    assert "2 hold, 2 hold only after a correction" in block and "2 fail, 0 inconclusive" in block
+    assert "2 hold as printed, 2 are wrong as printed, with a correction that holds" in block
+    assert "2 are wrong with no correction that holds, 0 inconclusive" in block
     assert "1 reproduced, 0 not reproduced, 1 not testable here (outcomes" in block
     assert "The 4 claims that do not hold show **2 distinct problems**" in block
     assert "**23 of 24** mutants" in block and "7 of 8 claims have at least 3 mutants" in block
