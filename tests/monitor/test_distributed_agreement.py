@@ -584,3 +584,45 @@ def test_labels_of_any_integer_dtype_are_gathered_as_int64(one_rank_group, dtype
     gathered = gather_batch(view, (3,))
     assert gathered.labels.dtype == torch.int64
     assert gathered.labels.tolist() == [0, 1, 1]
+
+
+def test_a_step_read_for_the_other_ranks_alone_gathers_no_copy_of_a_batch_held_alike(
+    one_rank_group, monkeypatch, tmp_path
+):
+    # A quantity disabled on this rank (its compute raised at step 1) is still due by its
+    # schedule, so this rank reads step 2 for the other ranks' gather. Every rank holds the
+    # same batch (a loss on all-gathered embeddings): that step exchanges the agreement's offer
+    # alone, as a step it logs does, and gathers no copy of the rows.
+    import warnings
+
+    import gradlab
+    from gradlab.monitor import Loss, Quantity
+
+    class FailsAtStepOne(Quantity):
+        name = "fails_at_step_one"
+        needs = frozenset({"embeddings"})
+        keys = ("fails_at_step_one",)
+        step = 0
+
+        def compute(self, batch):
+            if self.step == 1:
+                raise RuntimeError("fails here at step 1")
+            return {"fails_at_step_one": torch.tensor(1.0)}
+
+    rank1 = _SecondRank(monkeypatch, lambda tensor: tensor)  # holds what this rank holds
+    failing = FailsAtStepOne(lambda step: step >= 0)
+    embeddings, labels = torch.randn(8, 4), torch.arange(8) % 4
+    offered = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the same batch on every rank; the quantity's fault
+        with gradlab.Monitor(tmp_path / "run",
+                             quantities=[Loss(lambda step: step < 2), failing]) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for step in range(3):
+                failing.step, before = step, len(rank1.offered)
+                loss_fn(embeddings.clone().requires_grad_(), labels).backward()
+                monitor.step()
+                offered.append([tuple(t.shape) for t in rank1.offered[before:]])
+    assert list(monitor.disabled) == ["fails_at_step_one"]
+    agreement = offered[1]  # the step's one offer: step, calls, what the batch holds
+    assert len(agreement) == 1 and offered[2] == agreement
