@@ -900,8 +900,10 @@ def _check_covered(free: set, given: Iterable, name: str) -> None:
                  for symbol in sorted(left_out, key=str) if str(symbol) in named]  # fmt: skip
         same_name = (f" ({'; '.join(twins)}: two symbols with one name; declare each once and "
                      "use it on both sides)") if twins else ""  # fmt: skip
+        # the twins' explanation names what was given; else the symbols given, in full
+        passed = "" if twins else f" (given: {', '.join(sorted(map(str, given))) or 'none'})"
         raise GradlabError(f"{name} must include every free symbol of printed and truth; "
-                           f"missing {', '.join(missing)}{same_name}")  # fmt: skip
+                           f"missing {', '.join(missing)}{passed}{same_name}")  # fmt: skip
 
 
 def symbolic_equality(

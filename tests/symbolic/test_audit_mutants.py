@@ -77,7 +77,7 @@ def test_a_check_that_accepts_every_mutant_fails_the_done_when():
     R = sp.Symbol("R")
     always = Claim("mine", "eq14", "C = R - 1", Form(R - 1, lhs="C"),
                    lambda form: decide(True, "accepted", ""))  # fmt: skip
-    honest = Claim("mine", "eq14", "C = R - 1", Form(R - 1, lhs="C"),
+    honest = Claim("mine", "eq14b", "C = R - 1", Form(R - 1, lhs="C"),
                    lambda form: symbolic_equality(form.value, R - 1, [R]))  # fmt: skip
     weak, strong = run_audit([always, honest], mutants=True)
     assert _done_when(strong) == [] and mutant_shortfalls(strong) == []

@@ -200,10 +200,11 @@ def test_points_must_be_a_positive_integer(points):
 def test_a_free_symbol_left_out_of_the_symbols_or_the_sampler_is_named():
     tau = sp.Symbol("tau", positive=True)
     with pytest.raises(GradlabError, match=r"^symbols must include every free symbol of printed "
-                                           r"and truth; missing tau, y$"):
+                                           r"and truth; missing tau, y \(given: x\)$"):
         symbolic_equality(x / tau + y, x, [x])
     with pytest.raises(GradlabError, match=r"^the sampler's point must include every free "
-                                           r"symbol of printed and truth; missing tau$"):
+                                           r"symbol of printed and truth; missing tau "
+                                           r"\(given: x\)$"):
         symbolic_equality(x / tau, x, [x, tau], sampler=lambda generator: {x: 2})
     # a symbol listed but absent from the difference is harmless
     assert symbolic_equality(2 * x, x + x, [x, tau]).verdict == "holds"
