@@ -424,6 +424,39 @@ def _formula_lines(name: str, formula: str) -> list[str]:
     return [f"- {name}:", "", "```", formula, "```", ""]
 
 
+CHANGED_CONTEXT = 15
+"""Characters of context either side of what a correction changes (:func:`_changed_lines`)."""
+
+
+def _changed_lines(printed: str, corrected: str) -> list[str]:
+    """``- changed: `...printed part...` -> `...corrected part...` ``: the one stretch where a
+    one-line correction of more than 80 characters differs from the printed form (their common
+    start and end left out but for :data:`CHANGED_CONTEXT` characters), so that a reader need
+    not compare two long formulas; empty for short or multi-line ones.
+
+    Example:
+        >>> _changed_lines("x" * 60 + " = s[i] - s[j] + " + "y" * 30,
+        ...                "x" * 60 + " = -s[i] + s[j] + " + "y" * 30)
+        ['- changed: `...xxxxxxxxxxxx = s[i] - s[j] + yyyyyyy...` -> `...xxxxxxxxxxxx = -s[i] + s[j] + yyyyyyy...`']
+    """  # noqa: E501
+    if ("\n" in printed or "\n" in corrected or printed == corrected
+            or max(len(printed), len(corrected)) <= 80):  # fmt: skip
+        return []
+    shorter = min(len(printed), len(corrected))
+    start = 0
+    while start < shorter and printed[start] == corrected[start]:
+        start += 1
+    end = 0  # common end, not reaching into the common start
+    while end < shorter - start and printed[-1 - end] == corrected[-1 - end]:
+        end += 1
+
+    def part(text: str) -> str:
+        low, high = max(0, start - CHANGED_CONTEXT), len(text) - max(0, end - CHANGED_CONTEXT)
+        return ("..." if low else "") + text[low:high] + ("..." if high < len(text) else "")
+
+    return [f"- changed: `{part(printed)}` -> `{part(corrected)}`"]
+
+
 def _detail_lines(detail: str) -> list[str]:
     """``- detail: ...``; the lines after the first (a failing check's traceback) in a fenced
     block inside the item, so that the list and the folded section around it stay intact."""
@@ -513,6 +546,8 @@ def format_markdown(records: list[dict]) -> str:
                 *(_formula_lines(correction_label.get(record["verdict"],
                                                       "correction given, not checked"),
                                  record["claim"]["correction"])
+                  if record["claim"].get("correction") else []),
+                *(_changed_lines(record["claim"]["formula"], record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {_verdict_cell(record, badge)}",

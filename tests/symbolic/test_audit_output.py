@@ -831,3 +831,32 @@ def test_run_audit_refuses_two_claims_of_one_id_before_any_work():
         run_audit(twice)
     assert str(raised.value) == ("claims must have distinct ids (seed:label); got 'mine:eq1' "
                                  "more than once")
+
+
+def test_a_long_correction_is_shown_with_the_stretch_it_changes():
+    # two ~100-character formulas that differ in one sign: the markdown shows that stretch
+    # with 15 characters either side, so the reader need not compare them by eye
+    s_i, s_j = sp.symbols("s_i s_j", real=True)
+    padding = sum(sp.Symbol(f"a{k}", real=True) for k in range(14))
+    printed = Form(padding + s_i - s_j, lhs="D_ij")
+    corrected = Form(padding + s_j - s_i, lhs="D_ij")
+    truth = padding + s_j - s_i
+    claim = Claim("mine", "eq1", "D_ij", printed,
+                  lambda form: decide(sp.simplify(form.value - truth) == 0, "ok", "differs"),
+                  correction=corrected)  # fmt: skip
+    lines = format_markdown(run_audit([claim])).splitlines()
+    (changed,) = [line for line in lines if line.startswith("- changed: ")]
+    before, after = printed.text(), corrected.text()
+    assert len(before) > 80
+    start = next(i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b)
+    shown_before, shown_after = changed.removeprefix("- changed: `").split("` -> `")
+    shown_after = shown_after.removesuffix("`")
+    # each shown part is a stretch of its formula, around the first difference
+    for shown, whole in ((shown_before, before), (shown_after, after)):
+        inner = shown.removeprefix("...").removesuffix("...")
+        assert inner in whole and whole.index(inner) <= start < whole.index(inner) + len(inner)
+        assert len(inner) < len(whole)
+    short = Claim("mine", "eq2", "x", Form(sp.Integer(2), lhs="x"), _is_one,
+                  correction=Form(sp.Integer(1), lhs="x"))  # fmt: skip
+    assert not any(line.startswith("- changed: ")
+                   for line in format_markdown(run_audit([short])).splitlines())
