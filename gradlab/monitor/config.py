@@ -45,19 +45,30 @@ full ones."""
 QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Suspects)
 """gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
+CLASS_NAMES = {cls.name: cls.__name__ for cls in QUANTITIES}
+"""A gradlab quantity's name (``not_logged``'s keys) -> its class name."""
+
 
 def _named_instead(quantities: object) -> str:
-    """What a list of quantities given by name (or one name alone) should hold instead: each
-    name's class, called (names that are no quantity of gradlab's are listed against those
-    that are)."""
+    """What ``quantities`` should be instead: a list for one quantity given alone; for names,
+    each name's class, called (names that are no quantity of gradlab's are listed against
+    those that are), or ``preset=`` for a preset's name."""
+    if isinstance(quantities, Quantity):
+        return f" (a list of quantities: quantities=[{type(quantities).__name__}(...)])"
     if isinstance(quantities, str):
+        if quantities in PRESETS:
+            return f" (a preset's name: pass preset={quantities!r})"
+        alone = f"[gradlab.monitor.{CLASS_NAMES[quantities]}()]" if (
+            quantities in CLASS_NAMES) else None  # fmt: skip
+        if alone is not None:
+            return f" (a list of quantity objects: pass quantities={alone})"
         quantities = [quantities] if quantities else []
     elif not isinstance(quantities, Sequence):
         return ""
     names = [q for q in quantities if isinstance(q, str)]
     if not names:
         return ""
-    classes = {cls.name: cls.__name__ for cls in QUANTITIES}
+    classes = CLASS_NAMES
     known = [f"gradlab.monitor.{classes[name]}() for {name!r}" for name in names
              if name in classes]  # fmt: skip
     unknown = [name for name in names if name not in classes]

@@ -144,14 +144,16 @@ def test_quantities_given_by_name_are_refused_naming_the_classes(tmp_path):
 
 
 @pytest.mark.parametrize(("quantities", "said"), [
-    ("anatomy", " (a quantity is an object: pass gradlab.monitor.Anatomy() for 'anatomy')"),
+    ("anatomy", " (a list of quantity objects: pass quantities=[gradlab.monitor.Anatomy()])"),
+    ("cheap", " (a preset's name: pass preset='cheap')"),
+    (Loss(), " (a list of quantities: quantities=[Loss(...)])"),
     (["margin"], " ('margin' is no quantity of gradlab's, whose names are {names})"),
     (("x", "y"), " ('x', 'y' are no quantity of gradlab's, whose names are {names})"),
     (42, ""),  # no names: nothing to say but the refusal
     ([3, None], ""),
 ])
-def test_a_refusal_names_the_classes_only_for_quantities_given_by_name(tmp_path, quantities,
-                                                                       said):
+def test_a_refusal_says_what_to_pass_for_a_name_a_preset_or_one_quantity(tmp_path, quantities,
+                                                                          said):
     import gradlab.monitor as monitor_package
 
     names = sorted(cls.name for cls in monitor_package.QUANTITIES)
