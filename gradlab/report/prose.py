@@ -362,9 +362,10 @@ def scenes_apart_text(summary: dict) -> str:
             if numbers.get("collapsed"):
                 uniformity = ", ".join(f"{modality} {value:.3f}"
                                        for modality, value in numbers["collapsed"].items())
+                alone = [f"{value:.3f}" for value in numbers["collapsed"].values()]
                 words.append(f"its {' and '.join(numbers['collapsed'])} also collapsed "
-                             f"(uniformity {uniformity}; above "
-                             f"{summary['collapse']['uniformity']:.3f})"
+                             f"(uniformity {alone[0] if len(alone) == 1 else uniformity}, above "
+                             f"the collapse threshold {summary['collapse']['uniformity']:.3f})"
                              if numbers["below_chance"] else f"uniformity {uniformity}")
             (untrained if numbers["below_chance"] else collapsed).append(
                 f"{encoder} with {loss} (" + ", ".join(words) + ")")
@@ -539,12 +540,18 @@ def geometry_text(results: dict) -> str:
             parts.append(part + (f"; within its seed spread: {', '.join(tied)})" if tied else ")"))
         step = next(iter(runs.values()))["anatomy"]["steps"][-1]
         joined = " and ".join(parts)
-        named = [f"{loss} (collapsed)" if apart[loss].get("collapsed") else loss
-                 for loss in apart]  # fmt: skip
+        named = [f"{loss} ({_scenes_apart_reason(apart[loss])})" for loss in apart]
         left_out = f" (listed apart, not compared: {', '.join(named)})" if apart else ""
         sentences.append(f"{encoder} at step {step}: the highest effective rank {joined}"
                          f"{left_out}.")
     return "\n".join([*lines, "", " ".join(sentences)])
+
+
+def _scenes_apart_reason(numbers: dict) -> str:
+    """Why a scenes run is listed apart, in a few words: ``"did not train"`` (below the chance
+    gate), ``"collapsed"``, or both."""
+    reasons = ["did not train"] if numbers["below_chance"] else []
+    return "; ".join([*reasons, "collapsed"] if numbers.get("collapsed") else reasons)
 
 
 def family_title(stem: str) -> str:

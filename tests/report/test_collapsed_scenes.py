@@ -53,6 +53,7 @@ def test_a_collapsed_run_above_chance_is_listed_apart_and_never_ranked():
     apart = summary["apart"]["VSRN"]
     assert list(apart) == ["VSE++ max-violation"] and set(apart["VSE++ max-violation"]
                                                          ["collapsed"]) == {"images", "captions"}
+    assert apart["VSE++ max-violation"]["below_chance"] is False
     assert summary["best_rsum"]["VSRN"] == {"loss": "NT-Xent", "tied": []}
     geometry = geometry_text(results).splitlines()[-1]
     # its captions' effective rank is the highest, but it is not named for it
@@ -91,7 +92,7 @@ def test_the_runs_listed_apart_are_worded_in_full():
         "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): A with "
         "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image); A with L4 (R@1 0.0020 "
         "image -> caption, 0.0010 caption -> image, its captions also collapsed (uniformity "
-        "captions -0.030; above -0.057)). Listed apart, not ranked, "
+        "-0.030, above the collapse threshold -0.057)). Listed apart, not ranked, "
         f"as their embeddings collapsed ({threshold}): A with L1 (R@1 0.5000 image -> caption, "
         "0.2500 caption -> image, training loss fell from 2.000 to 1.500, uniformity images "
         "-0.010, captions -0.020); B with L3 (R@1 0.1250 image -> caption, 0.0625 caption -> "
@@ -125,7 +126,7 @@ def test_the_finding_names_every_collapsed_run():
                             f"{threshold}): VSRN with VSE++ max-violation, VSE++ with SmoothAP.")
 
 
-def test_a_run_below_chance_whose_captions_collapsed_is_listed_as_untrained_and_collapsed():
+def test_a_run_below_chance_whose_embeddings_collapsed_is_listed_as_untrained_and_collapsed():
     # below the chance gate and collapsed: it did not train, and its collapse is not hidden
     results = _results()
     results["runs"]["VSRN"]["VSE++ max-violation"] = _run(0.001, 2.0, 0.01, 0.33)
@@ -137,6 +138,10 @@ def test_a_run_below_chance_whose_captions_collapsed_is_listed_as_untrained_and_
     text = scenes_apart_text(summary)
     assert text.startswith("Listed apart, not ranked, as they did not train here")
     assert "its images and captions also collapsed (uniformity images " in text
+    assert f"above the collapse threshold {digit_scenes.collapse_uniformity():.3f})" in text
+    # the geometry sentence names the reason it is apart
+    geometry = geometry_text(results).splitlines()[-1]
+    assert "not compared: VSE++ max-violation (did not train; collapsed)" in geometry
     assert "as their embeddings collapsed" not in text
     # the ranked loss is not said to be the only one "whose embeddings did not collapse":
     # the other one is apart for being below chance

@@ -20,18 +20,19 @@ def _sentence(results: dict) -> str:
 def test_the_highest_rank_is_named_among_the_losses_that_trained():
     runs = {"SmoothAP": _run(0.57, 0.26), "Max-violation": _run(0.23, 0.33),
             "NT-Xent": _run(0.59, 0.28)}  # fmt: skip
-    apart = {"summary": {"apart": {"VSRN": {"Max-violation": {"i2t_R@1": 0.007}}}}}
+    apart = {"summary": {"apart": {"VSRN": {"Max-violation": {"i2t_R@1": 0.007,
+                                                               "below_chance": True}}}}}
     sentence = _sentence({"runs": {"VSRN": runs}, **apart})
     # The captions' largest rank belongs to the run listed apart: NT-Xent is named instead.
     assert "under NT-Xent for the images" in sentence
     assert "under NT-Xent for the captions" in sentence
     assert "under Max-violation" not in sentence
-    assert "(listed apart, not compared: Max-violation)" in sentence
+    assert "(listed apart, not compared: Max-violation (did not train))" in sentence
     # Without the listing the apart run wins the captions: the filter is what changes it.
     assert "under Max-violation for the captions" in _sentence({"runs": {"VSRN": runs}})
 
 
 def test_an_encoder_whose_runs_are_all_apart_gets_no_sentence():
     runs = {"SmoothAP": _run(0.5, 0.2)}
-    apart = {"summary": {"apart": {"VSE++": {"SmoothAP": {}}}}}
+    apart = {"summary": {"apart": {"VSE++": {"SmoothAP": {"below_chance": True}}}}}
     assert "VSE++ at step" not in _sentence({"runs": {"VSE++": runs}, **apart})

@@ -523,7 +523,8 @@ def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
             "e": _geometry([0.99, 0.99], [0.99, 0.99]),  # apart: its rank is not compared
         },
     }
-    apart = {"VSE++": {"gone": {}}, "VSRN": {"c": {}, "e": {}}}
+    below, collapsed = {"below_chance": True}, {"below_chance": False, "collapsed": {"images": 0}}
+    apart = {"VSE++": {"gone": below}, "VSRN": {"c": below, "e": collapsed}}
     lines = prose.geometry_text({"runs": runs, "summary": {"apart": apart}}).splitlines()
     assert lines[:4] == [
         GEOMETRY_HEADER,
@@ -541,7 +542,7 @@ def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
     assert lines[-1] == (
         f"VSRN at step 12: the highest effective rank under b for the images ({_cell([0.5, 0.6])}"
         f"; within its seed spread: a, d) and under a for the captions ({_cell([0.9, 0.9])}) "
-        "(listed apart, not compared: c, e)."
+        "(listed apart, not compared: c (did not train), e (collapsed))."
     )
 
 
