@@ -13,6 +13,11 @@ from tools.readme_blocks import load_json, register
 AUDIT_JSON = "benchmarks/results/audit.json"
 
 
+def _verb(count: int, one: str, many: str) -> str:
+    """``count`` and the verb that agrees with it: ``"1 is"``, ``"37 are"``."""
+    return f"{count} {one if count == 1 else many}"
+
+
 @register("audit")
 def audit(root: Path) -> str:
     """Counts, distinct problems and mutants, per paper, and every claim that does not simply
@@ -53,14 +58,14 @@ def audit_block(records: list[dict]) -> str:
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
-        f"{counts['holds']} hold as printed, {counts['holds-with-correction']} are wrong as "
-        "printed, with a correction that holds (each correction checked by the same "
-        "computation), "
-        f"{counts['fails']} are wrong with no correction that holds, "
+        f"{_verb(counts['holds'], 'holds', 'hold')} as printed, "
+        f"{_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed, with a "
+        "correction that holds (each correction checked by the same computation), "
+        f"{_verb(counts['fails'], 'is', 'are')} wrong with no correction that holds, "
         f"{counts['inconclusive']} inconclusive"
         + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
         "on a named setting, not failures)"
-        + f". The {len(failing)} claims that do not hold show **{distinct_problems(failing)} "
+        + f". The {len(failing)} claims wrong as printed show **{distinct_problems(failing)} "
         "distinct problems** (claims that share one root cause count once). Its checks reject "
         f"**{killed} of {mutants}** mutants of the forms that hold{split}; {covered} of "
         f"{len(records)} "

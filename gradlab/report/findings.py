@@ -101,13 +101,14 @@ def _headlines(records: list[dict]) -> list[Finding]:
     findings = []
     for paper, mine in problems_by_paper(records).items():
         corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
+        failing = sum(r["verdict"] == "fails" for r in mine)
         tail = ("; every correction holds when re-checked by computation" if corrected else
-                f"; {sum(r['verdict'] == 'fails' for r in mine)} fail even corrected")
+                f"; {_verb(failing, 'is', 'are')} wrong with no correction that holds")
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
                 f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps"
-                f"{in_texts(mine)} are wrong as printed, from "
-                f"{distinct_problems(mine)} distinct slips: {_causes(mine)}{tail}.",
+                f"{in_texts(mine)} {'is' if len(mine) == 1 else 'are'} wrong as printed, from "
+                f"{_counted(distinct_problems(mine), 'distinct slip')}: {_causes(mine)}{tail}.",
                 rank=0))  # fmt: skip
         else:
             findings.append(Finding(
@@ -151,7 +152,7 @@ def _audit(results: dict) -> list[Finding]:
                 per_paper.append(f"{_paper(seed)}: {_counted(len(mine), 'claim')}, "
                                  f"{_counted(distinct_problems(mine), 'problem')}")  # fmt: skip
         text += (
-            f" The {len(failing)} claims that do not hold show {distinct_problems(failing)} "
+            f" The {len(failing)} claims wrong as printed show {distinct_problems(failing)} "
             f"distinct problems (claims sharing one root cause count once; "
             f"{'; '.join(per_paper)})."
         )

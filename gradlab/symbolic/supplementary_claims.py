@@ -901,7 +901,8 @@ def claims(p_vs_batch_size: Mapping | None = None) -> list[Claim]:
                                           "Smooth-AP AP": _aps("0.335", "0.758", "0.433",
                                                                "0.971")})),
               note="The |P| = 11, 7, 11 of (a), (c), (d) allow any of these APs; (b)'s baseline "
-              "0.967 allows |P| = 5 but not 4 or 6.", inapplicable=TABLE_INAPPLICABLE),
+              f"0.967 allows |P| = 5 but not 4 or 6. {PRINTED_RESULTS_ONLY}",
+              inapplicable=TABLE_INAPPLICABLE),
         Claim(SEED, "claim-fig-s6-ap", "Fig. S6: Smooth-AP gains AP on every iNaturalist query "
               "shown", fig_s6, check_fig_s6, "arithmetic on the printed APs",
               mutants=(with_parameters(fig_s6, "row read as 3 baselines, then 3 Smooth-AP values",

@@ -23,6 +23,7 @@ import numpy as np
 import sympy as sp
 
 from gradlab.symbolic.claims import (
+    PRINTED_RESULTS_ONLY,
     Claim,
     Form,
     Verdict,
@@ -1196,7 +1197,7 @@ def claims() -> list[Claim]:
               note="Only the table's arithmetic is checked: every entry an AP_T and the continuation "
               "row higher in each column, its margin shrinking from 0.019 at 12 bits to 0.004 at 48. "
               "Whether the continuation method reproduces these gains needs CIFAR-10 (setting 1) and "
-              "the authors' TALR-AP training: not testable here."),
+              f"the authors' TALR-AP training: not testable here. {PRINTED_RESULTS_ONLY}"),
         Claim(SEED, "eq26", "gradient of the relaxed distance", eq26, check_distance_gradient,
               "sympy.diff", mutants=(negated(eq26), mutant(eq26, -pj / 2, "phi_i -> phi_j"))),
         Claim(SEED, "eq34", "reordering the sums (outer index)", eq34, check_sum_index,

@@ -96,7 +96,7 @@ def test_the_audit_finding_counts_verdicts_and_distinct_problems_from_the_record
     assert "1 holds as printed, 3 are wrong as printed, with a correction that holds" in text
     assert "3 are wrong with no correction that holds and 1 stays inconclusive" in text
     assert "1 reproduced, 1 not reproduced, 1 not testable here (outcomes, not failures)" in text
-    assert "The 6 claims that do not hold show 4 distinct problems" in text
+    assert "The 6 claims wrong as printed show 4 distinct problems" in text
     assert "p1: 4 claims, 2 problems; p2: 2 claims, 2 problems" in text
     assert "31 of 33 deliberately wrong variants" in text
 

@@ -89,7 +89,8 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
     )
     assert lines[3] == (
         f"- {_paper(BROWN)}: 3 printed claims do not hold as printed, 2 distinct problems: "
-        "diagonal (2 claims); eq2 (1 claim); 2 fail even corrected. ([Audit](#audit))"
+        "diagonal (2 claims); eq2 (1 claim); 2 are wrong with no correction that holds. "
+        "([Audit](#audit))"
     )
     assert lines[4].startswith("- The audit checks 2 printed claims")
     assert len(lines) == 5
@@ -146,7 +147,7 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
         "1 holds as printed, 1 is wrong as printed, with a correction that holds (each "
         "correction re-checked), 2 are wrong with no correction that holds and 0 stay "
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
-        "testable here (outcomes, not failures). The 3 claims that do not hold show 2 distinct "
+        "testable here (outcomes, not failures). The 3 claims wrong as printed show 2 distinct "
         "problems (claims sharing one root cause count once; "
         f"{brown}: 1 claim, 1 problem; custom: 2 claims, 2 problems). 5 of 7 deliberately "
         "wrong variants of the forms that hold are told apart."

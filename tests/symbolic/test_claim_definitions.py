@@ -91,3 +91,18 @@ def test_no_hand_written_slip_repeats_the_printed_form_or_the_correction(module)
             accepted.add(claim.correction.text())
         repeated = [slip.name for slip in claim.mutants if slip.text() in accepted]
         assert repeated == [], claim.id
+
+
+def test_every_claim_checked_on_a_printed_result_says_the_experiment_was_not_rerun():
+    # a table's or a figure's printed outcome (not a dataset's counts) holds only of what was
+    # printed: its record must say so, or the audit reads as a reproduction
+    import re
+
+    from gradlab.symbolic.audit import all_claims
+    from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY
+
+    on_results = [claim for claim in all_claims()
+                  if re.search(r"arithmetic on (Table|the printed)|printed table|printed AP",
+                               claim.method)]  # fmt: skip
+    assert len(on_results) >= 8
+    assert [c.id for c in on_results if PRINTED_RESULTS_ONLY not in c.note] == []

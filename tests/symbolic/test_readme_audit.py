@@ -86,7 +86,7 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     assert "2 hold as printed, 2 are wrong as printed, with a correction that holds" in block
     assert "2 are wrong with no correction that holds, 0 inconclusive" in block
     assert "1 reproduced, 0 not reproduced, 1 not testable here (outcomes" in block
-    assert "The 4 claims that do not hold show **2 distinct problems**" in block
+    assert "The 4 claims wrong as printed show **2 distinct problems**" in block
     assert "**23 of 24** mutants" in block and "7 of 8 claims have at least 3 mutants" in block
     # per paper: claims, distinct problems, then one column per verdict in VERDICTS' order
     assert _row(block, S000) == ["3", "1", "1", "2", "0", "0", "0", "0", "0"]
