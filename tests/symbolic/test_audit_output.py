@@ -832,6 +832,10 @@ def test_run_audit_refuses_two_claims_of_one_id_before_any_work():
         run_audit(twice)
     assert str(raised.value) == ("claims must have distinct ids (seed:label); got 'mine:eq1' "
                                  "more than once")
+    with pytest.raises(GradlabError) as raised:
+        run_audit([*twice, _one_claim(label="eq2", check=never)])
+    assert str(raised.value) == ("claims must have distinct ids (seed:label); got 'mine:eq1', "
+                                 "'mine:eq2' more than once")
 
 
 def test_a_long_correction_is_shown_with_the_stretch_it_changes():
@@ -861,3 +865,9 @@ def test_a_long_correction_is_shown_with_the_stretch_it_changes():
                   correction=Form(sp.Integer(1), lhs="x"))  # fmt: skip
     assert not any(line.startswith("- changed: ")
                    for line in format_markdown(run_audit([short])).splitlines())
+
+
+def test_the_terminal_table_reads_records_without_a_detail():
+    # format_table needs no detail (a record written by hand, as in its example)
+    record = {"seed": "mine", "label": "eq1", "verdict": "holds", "claim": {"statement": "s"}}
+    assert "  eq1 holds" in format_table([record], width=60)
