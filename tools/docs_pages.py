@@ -46,11 +46,6 @@ DIRECTIONS = ("i2t", "t2i")
 """Direction infixes of cross-modal keys (``anatomy_i2t_...`` beside ``anatomy_...``)."""
 
 
-def _verb(count: int, one: str, many: str) -> str:
-    """``count`` and the verb that agrees with it: ``"1 is"``, ``"37 are"``."""
-    return f"{count} {one if count == 1 else many}"
-
-
 def _keys(keys: tuple[str, ...]) -> str:
     """Keys as code, a summarised family (``x_mean``, ``x_q10``, ...) folded into ``x_{...}``,
     and the per-direction copies of a key (``a_i2t_b``, ``a_t2i_b`` beside ``a_b``) into a note."""
@@ -187,7 +182,7 @@ def readme_findings(root: Path) -> str:
     corrected = sum(r["verdict"] == "holds-with-correction" for r in records)
     fails = sum(r["verdict"] == "fails" for r in records)
     untestable = sum(r["verdict"] == "not-testable-here" for r in records)
-    from gradlab.report.summaries import distinct_problems
+    from gradlab.report.summaries import distinct_problems, with_verb
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)
@@ -209,9 +204,9 @@ def readme_findings(root: Path) -> str:
              else machine["device"])  # fmt: skip
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
-        f"by computation: {_verb(corrected, 'is', 'are')} wrong as printed, with a correction that "
-        f"holds (each correction checked by the same computation), and {_verb(fails, 'is', 'are')} "
-        "wrong with no correction that holds; together they show "
+        f"by computation: {with_verb(corrected, 'is', 'are')} wrong as printed, with a "
+        "correction that holds (each correction checked by the same computation), and "
+        f"{with_verb(fails, 'is', 'are')} wrong with no correction that holds; together they show "
         f"{problems} distinct problems (claims that share one root cause count once; "
         f"{per_paper}); "
         f"{untestable} claims about the authors' experiments are not testable here "

@@ -13,11 +13,6 @@ from tools.readme_blocks import load_json, register
 AUDIT_JSON = "benchmarks/results/audit.json"
 
 
-def _verb(count: int, one: str, many: str) -> str:
-    """``count`` and the verb that agrees with it: ``"1 is"``, ``"37 are"``."""
-    return f"{count} {one if count == 1 else many}"
-
-
 @register("audit")
 def audit(root: Path) -> str:
     """Counts, distinct problems and mutants, per paper, and every claim that does not simply
@@ -33,7 +28,12 @@ def audit_block(records: list[dict]) -> str:
     columns, never counted as failures); "distinct problems" counts the records that do not
     hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
     """
-    from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, distinct_problems
+    from gradlab.report.summaries import (
+        PROBLEM_VERDICTS,
+        VERDICT_WORDS,
+        distinct_problems,
+        with_verb,
+    )
     from gradlab.symbolic.claims import VERDICTS
     from gradlab.symbolic.seeds import SEEDS, paper_label
 
@@ -58,10 +58,10 @@ def audit_block(records: list[dict]) -> str:
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
-        f"{_verb(counts['holds'], 'holds', 'hold')} as printed, "
-        f"{_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed, with a "
+        f"{with_verb(counts['holds'], 'holds', 'hold')} as printed, "
+        f"{with_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed, with a "
         "correction that holds (each correction checked by the same computation), "
-        f"{_verb(counts['fails'], 'is', 'are')} wrong with no correction that holds, "
+        f"{with_verb(counts['fails'], 'is', 'are')} wrong with no correction that holds, "
         f"{counts['inconclusive']} inconclusive"
         + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
         "on a named setting, not failures)"

@@ -58,25 +58,23 @@ def _named_instead(quantities: object) -> str:
     if isinstance(quantities, str):
         if quantities in PRESETS:
             return f" (a preset's name: pass preset={quantities!r})"
-        alone = f"[gradlab.monitor.{CLASS_NAMES[quantities]}()]" if (
-            quantities in CLASS_NAMES) else None  # fmt: skip
-        if alone is not None:
-            return f" (a list of quantity objects: pass quantities={alone})"
+        if quantities in CLASS_NAMES:
+            return (f" (a list of quantity objects: pass "
+                    f"quantities=[gradlab.monitor.{CLASS_NAMES[quantities]}()])")
         quantities = [quantities] if quantities else []
     elif not isinstance(quantities, Sequence):
         return ""
     names = [q for q in quantities if isinstance(q, str)]
     if not names:
         return ""
-    classes = CLASS_NAMES
-    known = [f"gradlab.monitor.{classes[name]}() for {name!r}" for name in names
-             if name in classes]  # fmt: skip
-    unknown = [name for name in names if name not in classes]
+    known = [f"gradlab.monitor.{CLASS_NAMES[name]}() for {name!r}" for name in names
+             if name in CLASS_NAMES]  # fmt: skip
+    unknown = [name for name in names if name not in CLASS_NAMES]
     said = f" (a quantity is an object: pass {', '.join(known)}" if known else " ("
     if unknown:
         said += ("; " if known else "") + (f"{', '.join(map(repr, unknown))} "
                                           f"{'is' if len(unknown) == 1 else 'are'} no quantity "
-                                          f"of gradlab's, whose names are {sorted(classes)}")
+                                          f"of gradlab's, whose names are {sorted(CLASS_NAMES)}")
     return said + ")"
 
 

@@ -22,7 +22,13 @@ from gradlab.report.prose import (
     scope_sentence,
     unswept_sentence,
 )
-from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, cell, distinct_problems
+from gradlab.report.summaries import (
+    PROBLEM_VERDICTS,
+    VERDICT_WORDS,
+    cell,
+    distinct_problems,
+    with_verb,
+)
 
 EMPIRICAL = ("reproduced", "not-reproduced", "not-testable-here")
 """Outcomes of claims about the authors' experiments: worded apart, never counted as failures."""
@@ -103,7 +109,7 @@ def _headlines(records: list[dict]) -> list[Finding]:
         corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
         failing = sum(r["verdict"] == "fails" for r in mine)
         tail = ("; every correction holds when re-checked by computation" if corrected else
-                f"; {_verb(failing, 'is', 'are')} wrong with no correction that holds")
+                f"; {with_verb(failing, 'is', 'are')} wrong with no correction that holds")
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
                 f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps"
@@ -119,22 +125,17 @@ def _headlines(records: list[dict]) -> list[Finding]:
     return findings
 
 
-def _verb(count: int, one: str, many: str) -> str:
-    """``count`` and the verb that agrees with it: ``"1 is"``, ``"2 are"``, ``"0 are"``."""
-    return f"{count} {one if count == 1 else many}"
-
-
 def _audit(results: dict) -> list[Finding]:
     counts = results["counts"]
     total = sum(counts.values())
     records = results.get("records", [])
     text = (
         f"The audit checks {total} printed claims{_texts(records)} by computation: "
-        f"{_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
-        f"{_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed, "
+        f"{with_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
+        f"{with_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed, "
         "with a correction that holds (each correction re-checked), "
-        f"{_verb(counts.get('fails', 0), 'is', 'are')} wrong with no correction that holds "
-        f"and {_verb(counts.get('inconclusive', 0), 'stays', 'stay')} inconclusive"
+        f"{with_verb(counts.get('fails', 0), 'is', 'are')} wrong with no correction that holds "
+        f"and {with_verb(counts.get('inconclusive', 0), 'stays', 'stay')} inconclusive"
     )
     empirical = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in EMPIRICAL if counts.get(v)]
     if empirical:

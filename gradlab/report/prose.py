@@ -360,13 +360,16 @@ def scenes_apart_text(summary: dict) -> str:
             words = [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
                      "caption -> image", *loss_change_words(numbers)]  # fmt: skip
             if numbers.get("collapsed"):
+                values = numbers["collapsed"]
                 uniformity = ", ".join(f"{modality} {value:.3f}"
-                                       for modality, value in numbers["collapsed"].items())
-                alone = [f"{value:.3f}" for value in numbers["collapsed"].values()]
-                words.append(f"its {' and '.join(numbers['collapsed'])} also collapsed "
-                             f"(uniformity {alone[0] if len(alone) == 1 else uniformity}, above "
-                             f"the collapse threshold {summary['collapse']['uniformity']:.3f})"
-                             if numbers["below_chance"] else f"uniformity {uniformity}")
+                                       for modality, value in values.items())
+                if numbers["below_chance"]:  # a single modality is named once, in the subject
+                    shown = f"{next(iter(values.values())):.3f}" if len(values) == 1 else uniformity
+                    words.append(f"its {' and '.join(values)} also collapsed (uniformity {shown}, "
+                                 f"above the collapse threshold "
+                                 f"{summary['collapse']['uniformity']:.3f})")
+                else:
+                    words.append(f"uniformity {uniformity}")
             (untrained if numbers["below_chance"] else collapsed).append(
                 f"{encoder} with {loss} (" + ", ".join(words) + ")")
     sentences = []

@@ -76,6 +76,16 @@ VERDICT_WORDS = {
 """Each audit verdict as words in a sentence or a column heading."""
 
 
+def with_verb(count: int, one: str, many: str) -> str:
+    """``count`` and the verb that agrees with it.
+
+    Example:
+        >>> with_verb(1, "is", "are"), with_verb(37, "is", "are"), with_verb(0, "holds", "hold")
+        ('1 is', '37 are', '0 hold')
+    """
+    return f"{count} {one if count == 1 else many}"
+
+
 def problem_key(record: Mapping) -> str:
     """What a record's problem is counted by: its ``cause``, else the record itself.
 
