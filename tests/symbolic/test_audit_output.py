@@ -861,6 +861,7 @@ def test_a_long_correction_is_shown_with_the_stretch_it_changes():
         inner = shown.removeprefix("...").removesuffix("...")
         assert inner in whole and whole.index(inner) <= start < whole.index(inner) + len(inner)
         assert len(inner) < len(whole)
+        assert whole.index(inner) == start - 15  # 15 characters of context before it
     short = Claim("mine", "eq2", "x", Form(sp.Integer(2), lhs="x"), _is_one,
                   correction=Form(sp.Integer(1), lhs="x"))  # fmt: skip
     assert not any(line.startswith("- changed: ")
