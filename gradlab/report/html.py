@@ -42,7 +42,7 @@ a { color: #1f5fa8; }
 
 _VERDICT_CLASS = {
     "holds": "holds",
-    "**holds with correction**": "holds-with-correction",
+    "**holds with a correction**": "holds-with-correction",
     "**FAILS**": "fails",
     "*inconclusive*": "inconclusive",
 }

@@ -511,7 +511,7 @@ def format_markdown(records: list[dict]) -> str:
         *(f"| {citation(key)} | {_counts_row(mine)} |" for key, mine in papers.items()),
         f"| all papers | {_counts_row(records)} |",
     ]  # fmt: skip
-    badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
+    badge = {"holds": "holds", "holds-with-correction": "**holds with a correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*",
              **{v: f"*{v.replace('-', ' ')}*" for v in VERDICTS[4:]}}  # fmt: skip
     correction_label = {"holds-with-correction": "corrected",

@@ -119,13 +119,13 @@ def test_a_line_that_starts_no_block_is_text_of_its_paragraph(tmp_path, line, pa
 
 def test_verdict_cells_are_coloured_and_other_cells_not(tmp_path):
     text = "\n".join(["| claim | verdict |", "|---|---|", "| a | holds |",
-                      "| b | **holds with correction** |", "| c | **FAILS** |",
+                      "| b | **holds with a correction** |", "| c | **FAILS** |",
                       "| d | *inconclusive* |", "| e | holds mostly |"])  # fmt: skip
     page = _page(tmp_path, text)
     verdicts = re.findall(r"<td( class=\"[\w-]+\")?>(.*?)</td>", page)[1::2]
     assert verdicts == [
         (' class="holds"', "holds"),
-        (' class="holds-with-correction"', "<strong>holds with correction</strong>"),
+        (' class="holds-with-correction"', "<strong>holds with a correction</strong>"),
         (' class="fails"', "<strong>FAILS</strong>"),
         (' class="inconclusive"', "<em>inconclusive</em>"),
         ("", "holds mostly"),
