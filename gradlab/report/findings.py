@@ -251,18 +251,18 @@ def _operating_region(results: dict) -> list[Finding]:
     summary = results.get("p_vs_batch_size_summary") or p_vs_batch_size.summarize(batch)
     sizes = batch["batch_sizes"]
     parts = []
-    for name, words in (("fixed_trained", "at a fixed trained network"),
-                        ("trained_at_m", "for networks trained at each m")):  # fmt: skip
+    for name, words in (("fixed_trained", "At a fixed trained network"),
+                        ("trained_at_m", "For networks trained at each m")):  # fmt: skip
         setting = summary["settings"].get(name)
         if setting is None:
             continue
         first, last = cell(setting["first"]), cell(setting["last"])
         if setting["change"] == "within_spread":
-            parts.append(f"{words} P stays within the seed spread ({first} to {last})")
+            parts.append(f"{words}, P stays within the seed spread ({first} to {last}).")
         elif setting["change"] == "saturated":
-            parts.append(f"{words} P is saturated, so it shows no trend ({first} to {last})")
+            parts.append(f"{words}, P is saturated, so it shows no trend ({first} to {last}).")
         else:
-            parts.append(f"{words} P {setting['change']} from {first} to {last}")
+            parts.append(f"{words}, P {setting['change']} from {first} to {last}.")
     if not parts:
         return []
     claim = summary["claim"]
@@ -274,30 +274,32 @@ def _operating_region(results: dict) -> list[Finding]:
         verdict += f" ({needs.group(0).rstrip(', ')})"
     miniature = claim.get("miniature", {}).get("outcome")
     quick = p_vs_batch_size.settings(True)["batch_sizes"]
-    context = (
-        f"; on this miniature alone, the audit's paired t-test over the seeds, applied to this "
-        f"run (networks trained at each m), reads: {VERDICT_WORDS[miniature]} (the audit's own "
-        f"record, `gradlab audit --measure`, runs a quicker miniature, m = {quick[0]} to "
-        f"{quick[-1]}: its numbers and its reading can differ from these)"
-        if miniature else ""
-    )  # fmt: skip
     per_class = batch.get("per_class", p_vs_batch_size.PER_CLASS)
     steps = batch.get("settings", {}).get("trained_at_m", {}).get("steps")
-    confound = (f" The networks trained at each m took {steps[0]} optimizer steps at the "
-                f"smallest m and {steps[-1]} at the largest, so training length differs with m "
-                "too." if steps and "trained_at_m" in summary["settings"] else "")  # fmt: skip
+    after = [
+        *([f"On this miniature alone, the audit's paired t-test over the seeds (networks "
+           f"trained at each m) reads: {VERDICT_WORDS[miniature]}."] if miniature else []),
+        *([f"The networks trained at each m took {steps[0]} optimizer steps at the smallest m "
+           f"and {steps[-1]} at the largest, so training length differs with m too."]
+          if steps and "trained_at_m" in summary["settings"] else []),
+        *([f"The audit's own record (`gradlab audit --measure`) runs a quicker miniature, "
+           f"m = {quick[0]} to {quick[-1]}: its numbers and its reading can differ from these."]
+          if miniature else []),
+    ]  # fmt: skip
     return [
         Finding(
-            "Brown et al. (2020) report the operating-region proportion P rising with the batch "
-            f"size; the audit's verdict: {verdict}. As context, on a miniature "
-            f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
-            f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
-            f"({per_class} images per class, m/{per_class} classes) from m = {sizes[0]} to "
-            f"{sizes[-1]}, {'; '.join(parts)} (mean ± std (population) over {len(batch['seeds'])} "
-            f"seeds){context}.{confound}",
+            " ".join([
+                "Brown et al. (2020) report the operating-region proportion P rising with the "
+                f"batch size; the audit's verdict: {verdict}. As context, a miniature "
+                f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
+                f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
+                f"({per_class} images per class, m/{per_class} classes), m = {sizes[0]} to "
+                f"{sizes[-1]}, {len(batch['seeds'])} seeds (mean ± std (population)).",
+                *parts, *after,
+            ]),
             "figures/p_vs_batch_size.png",
         )
-    ]
+    ]  # fmt: skip
 
 
 def _training(results: dict) -> list[Finding]:

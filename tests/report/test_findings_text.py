@@ -249,7 +249,7 @@ def test_the_harmonic_bound_line_says_whether_it_holds_and_leaves_out_the_first_
 
 
 BATCH = {"batch_sizes": [16, 64, 256], "seeds": [0, 1, 2], "settings": {}}
-MINIATURE = (f"on a miniature ({MINIATURE_DATA}, {MODEL}) with the paper's sampler "
+MINIATURE = (f"a miniature ({MINIATURE_DATA}, {MODEL}) with the paper's sampler "
              f"({PER_CLASS} images per class, m/{PER_CLASS} classes)")  # fmt: skip
 """How the line names a measurement that does not name its own data, network and sampler."""
 
@@ -284,14 +284,13 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(sections)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
-        f"As context, {MINIATURE} from m = 16 to 256, at a fixed trained "
-        f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
-        f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
-        "(mean ± std (population) over 3 seeds); on this miniature alone, "
-        "the audit's paired t-test over the "
-        "seeds, applied to this run (networks trained at each m), reads: reproduced (the "
-        "audit's own record, `gradlab audit --measure`, runs a quicker miniature, "
-        f"{QUICK}: its numbers and its reading can differ from these). "
+        f"As context, {MINIATURE}, m = 16 to 256, 3 seeds (mean ± std (population)). "
+        f"At a fixed trained network, P stays within the seed spread ({_cell([0.1, 0.2])} to "
+        f"{_cell([0.15, 0.1])}). For networks trained at each m, P falls from {_cell([0.3, 0.2])} "
+        f"to {_cell([0.1, 0.1])}. On this miniature alone, the audit's paired t-test over the "
+        "seeds (networks trained at each m) reads: reproduced. The audit's own record "
+        f"(`gradlab audit --measure`) runs a quicker miniature, {QUICK}: its numbers and its "
+        "reading can differ from these. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
@@ -307,9 +306,9 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     }
     assert _lines(alone)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
-        f"size; the audit's verdict: holds. As context, {MINIATURE} from "
-        f"m = 16 to 256, for networks trained at each m P falls from {_cell([0.3, 0.2])} to "
-        f"{_cell([0.1, 0.1])} (mean ± std (population) over 3 seeds)."
+        f"size; the audit's verdict: holds. As context, {MINIATURE}, m = 16 to 256, 3 seeds "
+        f"(mean ± std (population)). For networks trained at each m, P falls from "
+        f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}."
     )
     # an audit section without records: the summary's verdict, still a finding
     alone["audit"] = ({"counts": {"holds": 1}}, "")
@@ -325,8 +324,8 @@ def test_the_batch_size_line_names_the_miniatures_data_network_and_sampler():
                                                                   "claim": {"verdict": "holds"}}},
                                      "")}  # fmt: skip
     line = _lines(sections)[-1]
-    assert ("As context, on a miniature (toy strings, TinyNet) with the paper's sampler "
-            "(6 images per class, m/6 classes) from m = 16 to 256, ") in line
+    assert ("As context, a miniature (toy strings, TinyNet) with the paper's sampler "
+            "(6 images per class, m/6 classes), m = 16 to 256, ") in line
     assert "its own sampler" not in line
 
 
@@ -341,7 +340,7 @@ def test_the_batch_size_line_computes_its_summary_when_none_is_stored():
     batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
     line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
     first, last = _cell([0.40, 0.41, 0.39]), _cell([0.30, 0.29, 0.31])
-    assert f"for networks trained at each m P falls from {first} to {last}" in line
+    assert f"For networks trained at each m, P falls from {first} to {last}." in line
 
 
 def test_the_training_line_says_which_way_unseen_map_moved():
@@ -496,8 +495,8 @@ def test_the_batch_size_line_says_saturated_when_p_is_pinned_at_1():
     batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
     line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
     first, last = _cell([0.5] * 3), _cell([1.0] * 3)
-    assert (f"for networks trained at each m P is saturated, so it shows no trend ({first} to "
-            f"{last})") in line  # fmt: skip
+    assert (f"For networks trained at each m, P is saturated, so it shows no trend ({first} to "
+            f"{last}).") in line  # fmt: skip
     assert "rises" not in line.split("report the operating-region proportion P rising")[1]
 
 
@@ -509,9 +508,9 @@ def test_the_batch_size_line_says_the_networks_trained_at_each_m_took_other_step
               "p_vs_batch_size_summary": {"settings": settings, "claim": {"verdict": "holds"}}}
     line = _lines({"operating_region": (region, "")})[-1]
     assert line.endswith(
-        "(mean ± std (population) over 3 seeds). The networks trained at each m took 376 "
-        "optimizer steps at the smallest m and 6 at the largest, so training length differs "
-        "with m too.")
+        f"P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}. The networks trained at each "
+        "m took 376 optimizer steps at the smallest m and 6 at the largest, so training length "
+        "differs with m too.")
     # a fixed trained network alone: no networks trained at each m, nothing said of steps
     fixed = {"fixed_trained": {"first": [0.1, 0.2], "last": [0.15, 0.1],
                                "change": "within_spread"}}  # fmt: skip
