@@ -720,7 +720,8 @@ LIBRARY_TESTS = {
         *(f"tests/integrations/test_transformers.py::{name}" for name in (
             "test_attach_moves_the_callback_before_the_reporting_callbacks",
             "test_the_watched_loss_is_the_loss_outside_a_training_step",
-            "test_bad_arguments_are_refused_with_the_argument_and_the_value")),
+            "test_bad_arguments_are_refused_with_the_argument_and_the_value",
+            "test_a_misspelt_keyword_is_named_with_the_callbacks_own_keywords")),
         # a watched sentence-transformers module (no training): its forward's name
         "tests/integrations/test_sentence_transformers_roles.py::test_names_and_rewrapping",
         # the callback given to a Lightning Trainer names the one to use

@@ -73,6 +73,7 @@ from gradlab.integrations.settings import (
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
+from gradlab.monitor.lock import held_here
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars, sink_kinds
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
@@ -112,8 +113,11 @@ _CALLBACKS: weakref.WeakSet[GradlabTrainerCallback] = weakref.WeakSet()
 
 
 def _holding(folder: object, asking: GradlabTrainerCallback) -> GradlabTrainerCallback | None:
-    """Another callback of this process whose open Monitor writes into ``folder``, or None."""
+    """Another callback of this process whose open Monitor writes into ``folder``, or None;
+    None too when this process does not hold the folder's lock (another process does)."""
     wanted = Path(str(folder)).resolve()
+    if not held_here(wanted):
+        return None
     for callback in list(_CALLBACKS):
         monitor = callback.monitor
         if callback is not asking and monitor is not None and (

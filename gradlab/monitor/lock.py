@@ -79,6 +79,12 @@ def holder(log_dir: Path) -> dict | None:
     return _live_owner(_read(Path(log_dir) / LOCK_NAME))
 
 
+def held_here(log_dir: Path) -> bool:
+    """Whether this process holds ``log_dir``'s lock now (acquired and not yet released)."""
+    content = _read(Path(log_dir) / LOCK_NAME)
+    return isinstance(content, dict) and content.get("token") in _HELD
+
+
 def refuse_if_in_use(log_dir: Path) -> None:
     """Raise a :class:`GradlabError` if a live Monitor holds ``log_dir``."""
     owner = holder(log_dir)

@@ -48,7 +48,8 @@ def test_keyword_options_are_the_monitors_and_checked_by_it():
     ({"logdir": "x"}, " (did you mean 'log_dir' for 'logdir'?)"),
     ({"taux": 0.1, "prefx": "a/"}, " (did you mean 'prefix' for 'prefx', 'tau' for 'taux'?)"),
     ({"output_dir": "x"}, ""),  # nothing close: the names alone
-])  # fmt: skip
+    ({"presets": "cheap"}, " (did you mean 'preset' for 'presets'?)"),  # not 'resume' too
+], ids=["own_keyword", "two_keywords", "none_close", "closest_of_two_close_names"])  # fmt: skip
 def test_an_unknown_keyword_is_named_among_the_callbacks_own_and_the_monitors(given, hint):
     # GradlabTrainerCallback(logdir=...) listed the Monitor's options alone, not log_dir
     with pytest.raises(GradlabError) as error:
@@ -57,6 +58,14 @@ def test_an_unknown_keyword_is_named_among_the_callbacks_own_and_the_monitors(gi
     assert str(error.value) == (
         f"TheCallback takes its own ['log_dir', 'prefix', 'options'] and the Monitor's options "
         f"{MonitorConfig.names()}; got {sorted(given)}{hint}")
+
+
+def test_an_unknown_keyword_without_the_callbacks_name_is_refused_for_the_callback():
+    with pytest.raises(GradlabError) as error:
+        callback_settings(None, "g/", None, {"logdir": "x"})
+    assert str(error.value) == (
+        f"the callback takes its own ['log_dir', 'prefix', 'options'] and the Monitor's options "
+        f"{MonitorConfig.names()}; got ['logdir'] (did you mean 'log_dir' for 'logdir'?)")
 
 
 def test_one_monitor_config_is_taken_as_given():

@@ -9,6 +9,10 @@ last ones a real Trainer on a tiny BERT.
 """
 
 import inspect
+import json
+import socket
+import subprocess
+import sys
 import warnings
 from types import SimpleNamespace
 
@@ -392,3 +396,29 @@ def test_a_run_with_records_or_its_own_schedule_does_not_warn_of_logging_steps(t
         warnings.simplefilter("always")
         assert trainer.train() == "trained"
     assert not [w for w in caught if "logged none" in str(w.message)]
+
+
+def test_a_folder_another_process_locked_is_refused_with_the_lock_s_words_alone(tmp_path):
+    """Callback A has opened its Monitor on the folder but logged nothing (no lock of this
+    process), and another live process holds the folder's lock: B's refusal names that
+    process, as the Monitor's own refusal does, and does not blame A."""
+    folder = tmp_path / "run"
+    args = SimpleNamespace(output_dir=None, logging_steps=1)
+    first = GradlabTrainerCallback(folder, preset="cheap")
+    first.on_train_begin(args, SimpleNamespace(global_step=0, logging_steps=None), None)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / LOCK_NAME).write_text(json.dumps(
+            {"host": socket.gethostname(), "pid": other.pid, "token": "other"}))
+        with pytest.raises(GradlabError) as by_monitor:
+            gradlab.Monitor(folder, preset="cheap")
+        second = GradlabTrainerCallback(folder, preset="cheap")
+        with pytest.raises(GradlabError) as by_callback:
+            second.on_train_begin(args, SimpleNamespace(global_step=0, logging_steps=None), None)
+    finally:
+        other.kill()
+        other.wait()
+    assert f"(process {other.pid} on " in str(by_monitor.value)
+    assert str(by_callback.value) == str(by_monitor.value)
+    first.on_train_end(args, None, None)

@@ -829,3 +829,89 @@ def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_o
     _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
     assert [record["step"] for record in records] == [1, 2]
     assert callback.monitor is None and state.global_step == 5
+
+
+def test_a_step_without_a_watched_call_after_one_call_is_told_in_the_callback_s_words(tmp_path):
+    """One watched call in step 1, none in step 2 (a dataset dict with an unwatched loss): the
+    callback says so once, and the Monitor's advice about calling monitor.step() twice, which
+    does not apply, is not shown."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, loss_fn, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):  # steps 2 and 3 call no watched loss
+            callback.on_step_begin(args, state, None)
+            callback.on_pre_optimizer_step(args, state, None)
+            state.global_step += 1
+            callback.on_step_end(args, state, None)
+    callback.on_train_end(args, state, None)
+    assert [(w.category, str(w.message)) for w in caught] == [(
+        RuntimeWarning,
+        "GradlabTrainerCallback: training step 2 called none of the losses it watches, so it is "
+        "not logged (a train_dataset dict with a loss per dataset: only the steps of the watched "
+        "losses are logged; watch each loss with callback.watch to log every step); later such "
+        "steps are not warned about")]
+
+
+def test_overwrite_while_the_trainer_resumes_from_a_checkpoint_warns_before_removing(tmp_path):
+    """overwrite=True and a Trainer resumed at step 1: the records of the earlier steps would
+    go with the old run; the callback names itself in the warning."""
+    first = GradlabTrainerCallback(tmp_path / "run", preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    first.on_train_begin(args, state, None)
+    train_steps(first, args, state, first.watch(gradlab.NTXentLoss(0.05)), 2)
+    first.on_train_end(args, state, None)
+    again = GradlabTrainerCallback(tmp_path / "run", preset="cheap", overwrite=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again.on_train_begin(args, trainer_state(global_step=1), None)
+    again.on_train_end(args, trainer_state(global_step=1), None)
+    assert [(w.category, str(w.message), w.filename) for w in caught] == [(
+        RuntimeWarning,
+        f"GradlabTrainerCallback: overwrite=True will replace the run in "
+        f"{str(tmp_path / 'run')!r} while the Trainer resumes from a checkpoint at step 1: the "
+        "records of the steps before it go with the old files at the first new record, and the "
+        "log starts mid-run; GradlabTrainerCallback(resume=True) keeps them and continues after "
+        "them",
+        __file__,
+    )]
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]  # nothing removed yet
+
+
+def test_a_sentence_transformers_loss_is_taken_over_quietly_once_its_callback_trained(tmp_path):
+    """A new callback watching the loss of a callback whose train() ended (the same Trainer
+    trained again) is the expected way: no warning. While that callback trains, the take-over
+    is warned of: the training callback would log none of the loss's calls."""
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer import losses
+
+    from gradlab.integrations.sentence_transformers import RecordingSimilarity
+    from tests.helpers.hf_models import static_model
+
+    loss = losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity())
+    args = arguments(tmp_path)
+    first = GradlabTrainerCallback(tmp_path / "first", preset="cheap")
+    first.watch(loss)
+    first.on_train_begin(args, trainer_state(), None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = GradlabTrainerCallback(tmp_path / "second", preset="cheap")
+        assert second.watch(loss) is loss and loss.forward.callback is second
+    first.on_train_end(args, trainer_state(), None)
+    assert [(w.category, str(w.message)) for w in caught] == [(
+        RuntimeWarning,
+        "GradlabTrainerCallback: loss_fn MultipleNegativesRankingLoss was watched by another "
+        "GradlabTrainerCallback; it is now watched by this one alone, and the other logs none "
+        "of its calls (a loss module is watched by one callback at a time: a notebook cell run "
+        "again, or the callback attached to the Trainer?)")]
+    second.on_train_begin(args, trainer_state(), None)
+    second.on_train_end(args, trainer_state(), None)  # its train() ended: trained again
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        third = GradlabTrainerCallback(tmp_path / "third", preset="cheap")
+        assert third.watch(loss) is loss and loss.forward.callback is third
+    assert caught == []

@@ -30,11 +30,12 @@ def trainer(tmp_path, callbacks=None):
 
 
 def refusal(tmp_path):
+    """The whole refusal while the first callback has not trained (no advice to remove it)."""
     folder = str((tmp_path / "out" / "gradlab_logs").resolve())
-    return re.escape(
+    return "^" + re.escape(
         f"trainer already holds a GradlabTrainerCallback writing to {folder!r}; one folder takes "
         "one Monitor: watch every loss with one callback and attach it once, or give each "
-        "callback its own log_dir")
+        "callback its own log_dir") + "$"
 
 
 def test_a_second_callback_attached_to_the_same_folder_is_refused(tmp_path):

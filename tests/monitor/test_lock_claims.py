@@ -21,7 +21,7 @@ import pytest
 
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import read_jsonl
-from gradlab.monitor.lock import LOCK_NAME, acquire, holder, refuse_if_in_use, release
+from gradlab.monitor.lock import LOCK_NAME, acquire, held_here, holder, refuse_if_in_use, release
 from tests.helpers.training import train
 
 ADVICE = (
@@ -409,3 +409,15 @@ def test_a_monitor_resumes_a_run_whose_lock_names_this_process_from_before_a_res
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1]
     assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_held_here_is_true_only_while_this_process_holds_the_lock(tmp_path):
+    assert not held_here(tmp_path)  # no lock
+    token = acquire(tmp_path)
+    assert held_here(tmp_path)
+    release(tmp_path, token)
+    assert not held_here(tmp_path)
+    write_lock(tmp_path, os.getpid(), token="not-acquired")  # this pid, a token never acquired
+    assert not held_here(tmp_path)
+    (tmp_path / LOCK_NAME).write_text("{")  # unreadable
+    assert not held_here(tmp_path)
