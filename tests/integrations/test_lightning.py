@@ -493,6 +493,7 @@ def test_a_loss_weighted_by_zero_under_fit_is_said_at_the_fit_call(tmp_path):
 @pytest.mark.parametrize(("sinks", "forward", "said"), [
     (["jsonl", "wandb"], True, ["wandb"]),
     (["jsonl", "tensorboard"], True, ["tensorboard"]),
+    (["wandb", "jsonl", "tensorboard"], True, ["tensorboard", "wandb"]),  # one warning
     (["jsonl", "csv"], True, []),  # Lightning's CSVLogger is no sink's backend
     (["jsonl", "wandb"], False, []),  # nothing forwarded: the sink alone writes to W&B
 ])  # fmt: skip
@@ -513,13 +514,15 @@ def test_a_sink_beside_a_logger_of_its_backend_warns_that_each_value_is_logged_t
         warnings.simplefilter("always")
         callback.setup(trainer, None, "fit")
     callback.monitor.close()
-    told = [str(w.message) for w in caught if "twice per step" in str(w.message)]
-    expected = {"wandb": "WandbLogger", "tensorboard": "TensorBoardLogger"}
-    assert told == [
-        f"GradlabCallback: sinks {said} and the Trainer's {expected[name]} both send gradlab's "
-        "values to the same backend, so each is logged twice per step: the callback forwards "
-        "every record to the Trainer's loggers already; drop those sinks (or pass "
-        "forward_to_loggers=False)" for name in said]
+    told = [(str(w.message), w.category, w.filename) for w in caught
+            if "twice per step" in str(w.message)]  # fmt: skip
+    kinds = {"wandb": "WandbLogger", "tensorboard": "TensorBoardLogger"}
+    named = ", ".join(sorted(kinds[name] for name in said))
+    assert told == ([(
+        f"GradlabCallback: sinks {said} and the Trainer's {named} both send gradlab's values "
+        "to the same backend, so each is logged twice per step: the callback forwards every "
+        "record to the Trainer's loggers already; drop those sinks (or pass "
+        "forward_to_loggers=False)", RuntimeWarning, __file__)] if said else [])  # fmt: skip
 
 
 class _ManualRetrieval(LitRetrieval):

@@ -160,3 +160,46 @@ def test_a_checkpoint_after_the_monitor_was_closed_by_hand_is_written(tmp_path):
         trainer.fit(module, loader(3))
     (checkpoint,) = (tmp_path / "checkpoints").glob("*.ckpt")
     assert torch.load(checkpoint, weights_only=False)["global_step"] == 3
+
+
+def test_a_trainer_fitted_again_after_a_failure_takes_back_both_of_its_callbacks(tmp_path):
+    # the failed fit left each callback's Monitor closed (on_exception) and its Trainer set
+    # (Lightning runs no teardown hook after an exception): no twin of the other at the retry
+    first = GradlabCallback(tmp_path / "a", preset="cheap", every=1)
+    second = GradlabCallback(tmp_path / "b", prefix="gradlab_2/", preset="cheap", every=1)
+    ones = first.watch(gradlab.SmoothAPLoss(0.05))
+    twos = second.watch(gradlab.SmoothAPLoss(0.1))
+    module = LitRetrieval(lambda embeddings, labels: ones(embeddings, labels)
+                          + twos(embeddings, labels), fail_at=1)  # fmt: skip
+    trainer = quiet_trainer(max_steps=3, callbacks=[first, second], logger=False)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        trainer.fit(module, loader(3))
+    module.fail_at = None
+    trainer.fit(module, loader(3))  # the retry goes on with each callback's run
+    for folder in ("a", "b"):
+        _, records = read_jsonl(tmp_path / folder / "metrics.jsonl")
+        assert [r["step"] for r in records] == [0, 1, 2]
+
+
+def test_a_loss_whose_callback_has_fitted_warns_when_another_callback_takes_it(tmp_path):
+    # a notebook cell run again after a fit, and a checkpoint's copy of the callback that a
+    # fit set up since: either callback logs none of the loss's calls from then on
+    def taken(loss_fn):
+        with pytest.warns(RuntimeWarning) as caught:
+            GradlabCallback(tmp_path / "other").watch(loss_fn)
+        return [str(w.message) for w in caught]
+
+    said = [
+        "GradlabCallback: loss_fn SmoothAPLoss was watched by another GradlabCallback; it is "
+        "now watched by this one alone, and the other logs none of its calls (a loss is "
+        "watched by one callback at a time: a notebook cell run again, or two callbacks given "
+        "one loss?)"
+    ]
+    callback = GradlabCallback(tmp_path / "a", preset="cheap", every=1, resume=True)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    quiet_trainer(max_steps=1, callbacks=[callback], logger=False).fit(module, loader(1))
+    assert taken(module.loss_fn) == said
+    restored = pickle.loads(pickle.dumps(module.loss_fn))
+    quiet_trainer(max_steps=1, callbacks=[restored.callback], logger=False).fit(
+        LitRetrieval(restored), loader(1))  # fmt: skip
+    assert taken(restored) == said

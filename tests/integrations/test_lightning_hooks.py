@@ -21,7 +21,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 import gradlab
 from gradlab.integrations.lightning import DEFAULT_FOLDER, GradlabCallback, TrainerLoggersSink
-from gradlab.monitor import read_jsonl
+from gradlab.monitor import Sink, read_jsonl
 
 
 class RecordingLogger:
@@ -458,3 +458,90 @@ def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_o
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1]
     assert callback.monitor is None
+
+
+class FailsToClose(Sink):
+    """A sink whose close() raises, as a full disk would."""
+
+    def write(self, record):
+        pass
+
+    def close(self):
+        raise OSError("disk full")
+
+
+def never_stepped_message(calls, folder):
+    return (
+        f"GradlabCallback: {calls} watched call(s) but Lightning never called "
+        "on_before_optimizer_step, where the callback steps the Monitor, so nothing was logged "
+        f"in {str(folder)!r}: under manual optimization step the LightningOptimizer that "
+        "self.optimizers() returns (optimizer.step()), not the optimizer itself "
+        "(self.optimizers(use_pl_optimizer=False))"
+    )
+
+
+def test_a_manual_optimization_fit_that_never_stepped_still_reports_a_sink_s_fault_at_its_end(
+    tmp_path,
+):
+    # only the Monitor's own "monitor.step() was never called" is left unsaid: the callback
+    # said it with its cause
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1,
+                               sinks=["jsonl", FailsToClose()])  # fmt: skip
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    callback.setup(trainer, None, "fit")
+    for embeddings, labels in batches(2):
+        watched(embeddings, labels).backward()  # the raw optimizer's step: no hook
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_train_end(trainer, SimpleNamespace(automatic_optimization=False))
+    assert [(str(w.message), w.category, w.filename) for w in caught] == [
+        (never_stepped_message(2, tmp_path / "run"), RuntimeWarning, __file__),
+        ("gradlab.Monitor: could not write the end of the run (FailsToClose "
+         f"({str(tmp_path / 'run')!r}): disk full). Training goes on: a record that cannot be "
+         "written is dropped (monitor.dropped_records counts them per sink), the sink is tried "
+         "again at every logged step and the first record it takes notes the steps it missed "
+         "(dropped_steps); later faults of the same sink are not reported again (strict=True "
+         "raises instead)", RuntimeWarning, __file__),
+    ]  # fmt: skip
+    assert callback.monitor is None
+
+
+@pytest.mark.parametrize("module", [None, SimpleNamespace(automatic_optimization=True)])
+def test_a_fit_that_never_stepped_without_manual_optimization_gets_no_manual_advice(
+    tmp_path, module
+):
+    # a module that does not say it optimizes by hand (automatic optimization whose every
+    # training_step returned None): the Monitor's own warning, not the advice on
+    # LightningOptimizer
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    callback.setup(trainer, None, "fit")
+    ((embeddings, labels),) = batches(1)
+    watched(embeddings, labels).backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_train_end(trainer, module)
+    assert [(str(w.message), w.category) for w in caught] == [(
+        f"gradlab.Monitor: 1 watched call(s) but monitor.step() was never called, so nothing "
+        f"was logged in {str(tmp_path / 'run')!r}; call monitor.step() after each optimizer "
+        "step", RuntimeWarning)]  # fmt: skip
+
+
+def test_a_monitor_stepped_by_hand_under_manual_optimization_logs_its_last_step_at_the_end(
+    tmp_path,
+):
+    # step 1 is off the schedule (every=2): the end of training logs it, as after any fit
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=2)
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    callback.setup(trainer, None, "fit")
+    for embeddings, labels in batches(2):
+        watched(embeddings, labels).backward()
+        callback.monitor.step()  # by hand: Lightning's hook never runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        callback.on_train_end(trainer, SimpleNamespace(automatic_optimization=False))
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1]
