@@ -164,3 +164,20 @@ def test_a_key_that_skipped_a_step_of_its_span_leaves_a_gap_there(logged, gaps):
         assert list(line.get_xdata()) == list(range(logged[-1] + 1))
         assert [math.isnan(value) for value in line.get_ydata()] == gaps
     plt.close(figure)
+
+
+@pytest.mark.parametrize("without_loss", [0, 1], ids=["first-step", "second-step"])
+def test_a_key_logged_without_another_at_one_of_its_steps_takes_no_gaps_from_it(without_loss):
+    """The loss, logged with the key at every step but one, is no mate of it: the steps 3-5,
+    where the loss alone was logged, were not due for the key, and its line has no gap."""
+    records = [{"step": step, "loss": 1.0} for step in range(7)]
+    for record in records:
+        if record["step"] in (0, 1, 2, 6):
+            record["embedding_grad_norm"] = float(record["step"] + 1)
+    del records[without_loss]["loss"]
+    figure, axis = plt.subplots()
+    draw_family(axis, "embedding_gradients", ["embedding_grad_norm"], [("run", records)])
+    (line,) = axis.get_lines()
+    assert list(line.get_xdata()) == [0, 1, 2, 6]
+    assert list(line.get_ydata()) == [1.0, 2.0, 3.0, 7.0]
+    plt.close(figure)

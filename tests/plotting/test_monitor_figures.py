@@ -37,6 +37,7 @@ from gradlab.plotting.monitor import (
 )
 from gradlab.plotting.style import LINE_STYLES
 from tests.helpers.figure_layout import captured_figures, layout_problems
+from tests.helpers.malformed_logs import MALFORMED
 from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 PALETTE = [to_rgb(colour) for colour in sns.color_palette("colorblind", 10)]
@@ -160,6 +161,16 @@ def test_a_resumption_after_an_empty_start_is_the_run(tmp_path):
         assert load_runs([run]) == [("run", _records(loss=LOSS))]
 
 
+def test_a_sinks_note_adds_a_bare_step_only_for_whole_steps_no_record_holds(tmp_path):
+    """A noted step that is logged, not a whole number, or a note that is no list adds no
+    step: only step 1, a whole step that no record holds, becomes a step without values."""
+    records = [{"step": 0, "loss": 1.0},
+               {"step": 3, "loss": 0.5, "dropped_steps": [1, 3, "2", 2.5, True]},
+               {"step": 4, "loss": 0.25, "dropped_steps": 7}]  # fmt: skip
+    run = _log(tmp_path / "run", ({"run": 1}, records))
+    assert load_runs([run]) == [("run", [records[0], {"step": 1}, records[1], records[2]])]
+
+
 def test_a_broken_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
     records = _records(loss=LOSS)
     run = _log(tmp_path / "run", ({"run": 1}, [records[0], "garbage{", *records[1:]]))
@@ -235,6 +246,40 @@ def test_a_run_without_records_is_left_out_of_an_overlay_with_a_warning(tmp_path
         f"{empty / 'metrics.jsonl'}, {other / 'metrics.jsonl'} hold no logged step "
         f"{NONE_LOGGED}: drawn without it"]
     assert [len(records) for _, records in loaded] == [4]
+
+
+def _unreadable(folder, line):
+    """A run folder whose ``metrics.jsonl`` is the one malformed ``line`` (bytes)."""
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_bytes(line)
+    return folder
+
+
+def _no_step_left(folder, reason):
+    return (f"{folder / 'metrics.jsonl'}:1: skipped a line that is {reason}, so no logged step "
+            "is left (a run folder must hold a metrics.jsonl written by gradlab.Monitor)")
+
+
+def test_a_log_with_no_readable_line_is_left_out_of_an_overlay_with_its_reason(tmp_path):
+    """The runs after it are read too, and the warning names the line that called."""
+    line, reason = MALFORMED["cut short"]
+    cut = _unreadable(tmp_path / "cut", line)
+    with pytest.warns(UserWarning) as caught:
+        loaded = load_runs([cut, _run(tmp_path / "good", loss=LOSS)], ["cut", "good"])
+    assert loaded == [("good", _records(loss=LOSS))]
+    assert [(str(w.message), w.filename) for w in caught] == [
+        (f"{_no_step_left(cut, reason)}: drawn without it", __file__)]
+
+
+def test_logs_none_of_which_has_a_readable_line_are_refused_with_each_ones_reason(tmp_path):
+    (cut_line, cut_reason), (array_line, array_reason) = (MALFORMED["cut short"],
+                                                          MALFORMED["a JSON array"])
+    cut = _unreadable(tmp_path / "cut", cut_line)
+    array = _unreadable(tmp_path / "array", array_line)
+    with pytest.raises(GradlabError) as refused:
+        load_runs([cut, array])
+    assert str(refused.value) == (
+        f"{_no_step_left(cut, cut_reason)}; {_no_step_left(array, array_reason)}")
 
 
 @pytest.mark.slow
@@ -390,9 +435,9 @@ def test_keys_absent_from_every_run_are_not_drawn(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", p_off_diagonal=P_SEED, unknown_key=LOSS, other_key=LOSS)
     with pytest.warns(UserWarning) as caught:  # a key of no family is named, not dropped mute
         figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
-    assert [str(w.message) for w in caught] == [
+    assert [(str(w.message), w.filename) for w in caught] == [(
         "logged keys that no figure family draws: other_key, unknown_key (a quantity of your "
-        "own draws its keys when it declares plots: gradlab.monitor.Plot)"]
+        "own draws its keys when it declares plots: gradlab.monitor.Plot)", __file__)]
     assert [path.stem for path in paths] == ["operating_region", "overview"]
     axis = figures["operating_region"].axes[0]
     assert _legend_texts(axis.get_legend()) == ["P without the diagonal"]
@@ -1481,3 +1526,43 @@ def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_
         figures, _ = _drawn(monkeypatch, [smooth, tmp_path / "empty"], out=tmp_path / "figs")
     _close(figures)
     assert not [w for w in caught if "without a sigmoid tau" in str(w.message)]
+
+
+def _titles_of(monkeypatch, run, out) -> dict[str, str]:
+    """``{family: title}`` of the family figures plot_runs draws of ``run`` alone."""
+    figures, _ = _drawn(monkeypatch, [run], out=out, overview=False)
+    titles = {stem: figure.axes[0].get_title().replace("\n", " ")
+              for stem, figure in figures.items()}  # fmt: skip
+    _close(figures)
+    return titles
+
+
+def test_only_the_sigmoid_families_name_a_default_tau_and_only_one_that_is_a_number(
+        tmp_path, monkeypatch):
+    """A header's default tau that is no number (a hand-edited log) is named nowhere."""
+    records = _records(loss=LOSS, p_seed=P_SEED)
+    given = _titles_of(monkeypatch, _log(tmp_path / "given", (
+        {"config": {"tau": 0.01, "tau_from": "argument"}}, records)), tmp_path / "given_figs")
+    assert sorted(given) == ["loss", "operating_region"]
+    note = " [SmoothAP's sigmoid at the default tau 0.01: not this loss's gradient]"
+    for index, (tau, said) in enumerate([(0.01, note), (True, ""), ("0.01", ""), (None, "")]):
+        run = _log(tmp_path / f"default{index}", (
+            {"config": {"tau": tau, "tau_from": "default"}}, records))
+        assert _titles_of(monkeypatch, run, tmp_path / f"figs{index}") == {
+            "loss": given["loss"], "operating_region": given["operating_region"] + said}, tau
+
+
+def test_an_overlay_names_its_run_at_the_default_tau_by_its_label_at_the_call(tmp_path,
+                                                                              monkeypatch):
+    default = _log(tmp_path / "ntxent", ({"config": {"tau": 0.01, "tau_from": "default"}},
+                                         _records(p_seed=P_SEED)))  # fmt: skip
+    given = _log(tmp_path / "smooth", ({"config": {"tau": 0.01, "tau_from": "argument"}},
+                                       _records(p_seed=P_SEED)))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, [default, given], out=tmp_path / "figs",
+                            labels=["NT-Xent", "SmoothAP"], overview=False)  # fmt: skip
+    _close(figures)
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        "NT-Xent was logged by a loss without a sigmoid tau: its lines of operating_region "
+        "measure SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and do "
+        "not compare with the other runs'", __file__)]

@@ -951,7 +951,14 @@ def test_a_key_of_a_dense_schedule_missing_beside_a_sparser_one_leaves_gaps():
     ([0, 4, 5], {1, 2, 3}),  # missing after the first step: wider than the next interval
     ([0, 1, 5], {2, 3, 4}),  # missing before the last step: wider than the one before
     ([0, 2, 4, 6, 8], set()),  # every second step, evenly: a schedule of its own
-], ids=["after-first", "before-last", "every-second"])  # fmt: skip
+    # steps 2 and 4 missing: 1-3 is wider than 0-1 before it; 3-5 no wider than 1-3 before it
+    # (0-1, further back, is no neighbour of 3-5)
+    ([0, 1, 3, 5], {2}),
+    # steps 1 and 3 missing: 0-2 no wider than 2-4 after it (4-5, further on, is none of its
+    # neighbours); 2-4 is wider than 4-5 after it
+    ([0, 2, 4, 5], {3}),
+], ids=["after-first", "before-last", "every-second", "near-neighbour-before",
+        "near-neighbour-after"])  # fmt: skip
 def test_a_gap_is_a_wider_interval_than_its_neighbours(logged, gaps):
     # the loss logged every step: each step was due for a key logged with it
     records = [{"step": step, "loss": 1.0} for step in range(logged[-1] + 1)]
@@ -1057,10 +1064,10 @@ def test_runs_past_the_palette_are_named_as_sharing_a_colour(tmp_path):
     runs = [_run(tmp_path / f"r{i:02d}", steps=2) for i in range(len(palette) + 1)]
     with pytest.warns(UserWarning) as caught:
         loaded = load_runs(runs)
-    assert [str(w.message) for w in caught] == [
+    assert [(str(w.message), w.filename) for w in caught] == [(
         f"{len(runs)} runs overlaid: past the {len(palette)}th, each run's colour is an "
         f"earlier run's ({loaded[-1][0]} and {loaded[0][0]} share one; only their markers and "
-        "the legend's order tell them apart); plot fewer runs at a time"]
+        "the legend's order tell them apart); plot fewer runs at a time", __file__)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_runs(runs[:-1])  # one colour each: nothing to say
