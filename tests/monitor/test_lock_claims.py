@@ -415,8 +415,11 @@ def test_held_here_is_true_only_while_this_process_holds_the_lock(tmp_path):
     assert not held_here(tmp_path)  # no lock
     token = acquire(tmp_path)
     assert held_here(tmp_path)
+    left = read_lock(tmp_path)
     release(tmp_path, token)
     assert not held_here(tmp_path)
+    (tmp_path / LOCK_NAME).write_text(json.dumps(left))  # the released lock put back (a sync)
+    assert not held_here(tmp_path) and holder(tmp_path) is None  # released: stale
     write_lock(tmp_path, os.getpid(), token="not-acquired")  # this pid, a token never acquired
     assert not held_here(tmp_path)
     (tmp_path / LOCK_NAME).write_text("{")  # unreadable
