@@ -422,7 +422,12 @@ SYMBOLIC_TESTS = {
     "seeds": ["tests/symbolic/test_seeds.py", *_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
     # the records, and checks given forms wrong by a little (loose tolerances, coarse samples)
     **{module: [*_CLAIM_RECORDS, f"tests/symbolic/test_{module}.py"]
-       for module in ("smoothap_claims", "tie_aware_claims", "fappy_claims")},
+       for module in ("smoothap_claims", "fappy_claims")},
+    # and forms on a check's bounds, in the module a check evaluates in, or with an imaginary
+    # part, each detail compared whole
+    "tie_aware_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_tie_aware_claims.py",
+                         "tests/symbolic/test_tie_aware_bounds_and_approximations.py",
+                         "tests/symbolic/test_tie_aware_checks_reject.py"],
     # the operation counters and helpers pinned against independent counts and loops
     "supplementary_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_supplementary_claims.py",
                              "tests/symbolic/test_batch_size.py"],

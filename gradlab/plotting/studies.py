@@ -290,7 +290,9 @@ NOTE_LINE_HEIGHT = 0.075
 def _crossings(axis, low: float, high: float) -> int:
     """How many of 50 points along each drawn line (its band not counted) lie
     in the band ``low <= y <= high`` of the axes' height, over the middle 80 % of its width,
-    where a centred note of that height would cover them."""
+    where a centred note of that height would cover them. The panel's limits are brought up
+    to date first: a band drawn last has not moved them yet (matplotlib scales lazily)."""
+    axis.autoscale_view()
     to_axes = axis.transData + axis.transAxes.inverted()
     count = 0
     for line in axis.get_lines():

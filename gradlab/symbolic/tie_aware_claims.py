@@ -878,9 +878,10 @@ def check_linear_discount(form: Form) -> Verdict:
                   "the relaxed sum is int_(N_(d-1))^(N_d) D(t) dt (derivatives D(N_d), -D(N_(d-1))) and "
                   "relaxes sum_t D(t) within the trapezoid bound (D(N_(d-1)) - D(N_d))/2 on every bin "
                   "after the first, as Eq. 14 does for the logarithmic discount.",
-                  ("" if integral else "the relaxed sum is not int_(N_(d-1))^(N_d) D(t) dt; ")
-                  + (f"|relaxed - sum_t D(t)| exceeds the trapezoid bound: {'; '.join(over[:3])}."
-                     if over else ""))  # fmt: skip
+                  "; ".join([*([] if integral else
+                                 ["the relaxed sum is not int_(N_(d-1))^(N_d) D(t) dt"]),
+                               *([f"|relaxed - sum_t D(t)| exceeds the trapezoid bound: "
+                                  f"{'; '.join(over[:3])}"] if over else [])]) + ".")  # fmt: skip
 
 
 @_form_errors_fail

@@ -9,8 +9,10 @@ import re
 
 import pytest
 
+from gradlab.backbones import build_backbone
 from gradlab.cli import main
-from gradlab.experiments.image_studies import ANATOMY_LOSSES
+from gradlab.data.image_folder import image_folder
+from gradlab.experiments.image_studies import ANATOMY_LOSSES, embed_split
 from gradlab.experiments.loss_comparison import loss_functions
 from gradlab.progress import set_progress_mode
 from tests.helpers.study_images import write_images
@@ -59,3 +61,12 @@ def test_every_training_run_and_test_embedding_is_a_named_stage(data, tmp_path, 
     assert "None" not in err
     for stage, _ in started:  # every stage that starts ends, named the same
         assert re.search(rf"^gradlab: {re.escape(stage)} done \(", err, flags=re.MULTILINE)
+
+
+def test_a_split_embedded_without_a_stage_name_says_nothing(data, capsys):
+    split = image_folder(data, "test", image_size=16)  # the second half: 12 images
+    model = build_backbone(FAST[1], embedding_dim=8, image_size=16)
+    assert embed_split(model, split).shape == (12, 8)
+    assert capsys.readouterr().err == ""
+    embed_split(model, split, desc="embedding the test split")  # named: a stage of its own
+    assert stages(capsys.readouterr().err) == [("embedding the test split", "1 batch")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
 import io
 import math
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import torch
 
 from gradlab.backbones import build_backbone
-from gradlab.data.image_folder import image_folder
+from gradlab.data.image_folder import image_folder, train_transform
 from gradlab.errors import GradlabError
 from gradlab.experiments import image_studies as study
 from gradlab.functional.gradient_anatomy import (
@@ -28,7 +29,7 @@ from gradlab.functional.gradient_anatomy import (
     DEFAULT_RELATIVE_THRESHOLD,
 )
 from gradlab.losses import SmoothAPLoss
-from tests.helpers.study_images import CLASSES, PER_CLASS, digit_images
+from tests.helpers.study_images import CLASSES, PER_CLASS, digit_images, write_images
 from tests.reference import geometry_loops
 from tests.reference.anatomy_loops import anatomy_one_query
 from tests.reference.batch_proportion_loops import KEYS, batch_proportions
@@ -501,6 +502,58 @@ def test_in_batch_geometry_matches_float64_loops():
     values = study.in_batch_geometry(embeddings, labels)
     assert values.dtype == torch.float64
     assert values.tolist() == pytest.approx(expected, abs=1e-9)  # float64 throughout
+
+
+# [1, 0], [3, 4] and [0, 2]: cosines 3/5, 0 and 4/5, off the ranking grid of 2^-36 (3/5 lies
+# some 5.8e-12 from its nearest grid point): a measure read from grid-rounded scores is that far off
+COSINE_EMBEDDINGS = torch.tensor([[1.0, 0.0], [3.0, 4.0], [0.0, 2.0]])
+COSINE_LABELS = torch.tensor([0, 0, 1])
+
+
+def test_in_batch_anatomy_differentiates_the_loss_at_the_exact_cosines():
+    handed = []
+
+    def loss(scores, positives):
+        handed.append(scores.detach().clone())
+        return scores.sum()
+
+    study.in_batch_anatomy(COSINE_EMBEDDINGS, COSINE_LABELS, loss)
+    (scores,) = handed  # each image querying the other two
+    assert scores.dtype == torch.float64 and scores.shape == (3, 2)
+    expected = [3 / 5, 0.0, 3 / 5, 4 / 5, 0.0, 4 / 5]
+    assert scores.flatten().tolist() == pytest.approx(expected, rel=0, abs=1e-15)
+
+
+def test_in_batch_geometry_aligns_the_exact_cosines():
+    # the one positive pair's unit vectors [1, 0] and [3/5, 4/5] lie (2/5)^2 + (4/5)^2 apart
+    alignment = study.in_batch_geometry(COSINE_EMBEDDINGS, COSINE_LABELS)[0].item()
+    assert alignment == pytest.approx(4 / 25 + 16 / 25, rel=0, abs=1e-15)
+
+
+def test_a_training_items_crop_is_seeded_by_the_blake2b_digest_of_seed_and_draw(halves):
+    # the seed of item (index, draw): blake2b of "seed:draw" in 8 bytes, read little-endian and
+    # halved into torch's 63 bits, so that a study's crops stay those of earlier versions
+    split = _train_half(halves)
+    images = study.StudyImages(split, SMALL["image_size"], seed=3)
+    for draw in (0, 5):
+        digest = hashlib.blake2b(f"3:{draw}".encode(), digest_size=8).digest()
+        seed = sum(byte << (8 * place) for place, byte in enumerate(digest)) // 2
+        seeded = dataclasses.replace(split, transform=train_transform(SMALL["image_size"], seed))
+        picture, label = images[2, draw]
+        assert torch.equal(picture, seeded[2][0]) and label == seeded[2][1]
+
+
+def test_the_loss_study_times_each_loss_three_times_by_default_on_this_process_threads(
+    tmp_path,
+):  # fmt: skip
+    # as the bundled miniature: three timed passes; the threads: this process's torch's
+    for name in ("bench", "chair", "fan", "kettle"):  # two classes train, one batch of 8
+        write_images(tmp_path / "data" / name, 4)
+    with contextlib.redirect_stderr(io.StringIO()):
+        result = study.loss_comparison_on_images(tmp_path / "data", batch_sizes=[8], **SMALL)
+    settings = result[8]["settings"]
+    assert settings["steps"] == 1 and settings["timing_repeats"] == 3
+    assert settings["timing"]["threads"] == torch.get_num_threads()
 
 
 @pytest.mark.parametrize(("sizes", "classes", "message"), [

@@ -781,6 +781,144 @@ def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high,
             assert not (box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1)
 
 
+def _framed(lines, steps=(0, 5, 10)):
+    """Scene anatomy of encoders A, B and C in one direction whose hardest-share panel draws
+    ``lines``, (encoder, loss) -> its values at ``steps`` or (its own steps, its values), every
+    seed the same, for SmoothAP and NT-Xent at A and B. C frames the panel: SmoothAP 0 and
+    NT-Xent 2 at every step, so with the 5 % margins a value v sits at (v + 0.1) / 2.2 of the
+    panel's height, the frame's lines beyond a note's reach at 0.045 and 0.955. VSE++ max and
+    FastAP keep 0.5 at every step at each encoder: a note of two lines, 2 * 0.075 = 0.15 of the
+    height, whose band is 0.8 to 0.95 of the height at the top (values 1.66 to 1.99), 0.05 to
+    0.2 at the bottom (values 0.01 to 0.34)."""
+    losses = ("SmoothAP", "VSE++ max", "NT-Xent", "FastAP")
+    lines = {**lines, ("C", "SmoothAP"): [0.0] * len(steps), ("C", "NT-Xent"): [2.0] * len(steps)}
+    result = _anatomy(encoders=("A", "B", "C"), directions=("i2t",), losses=losses)
+    for encoder, runs in result["runs"].items():
+        for loss, run in runs.items():
+            given = lines.get((encoder, loss), [0.5] * len(steps))
+            at, values = given if isinstance(given, tuple) else (list(steps), given)
+            run["anatomy"]["steps"] = list(at)
+            counts = [[0.5 + i for i in range(len(at))]] * 2
+            run["anatomy"]["i2t"] = {"active_negatives": counts, "share_without_gradient": counts,
+                                     "hardest_10pct_share": [values] * 2}  # fmt: skip
+    return result
+
+
+def _note_place(drawn, result):
+    """The (va, y) of the note on the hardest-share panel of ``result``'s figure."""
+    hardest = drawn(module.plot_scene_anatomy, result).axes[2]
+    (note,) = hardest.texts
+    assert note.get_text() == (
+        "0.5 at every step: VSE++ max (every encoder);\nFastAP (every encoder)")
+    assert hardest.get_ylim() == pytest.approx((-0.1, 2.1))
+    return note.get_va(), note.get_position()[1]
+
+
+TOP, BOTTOM = ("top", 0.95), ("bottom", 0.05)
+
+
+@pytest.mark.parametrize(
+    ("values", "place"),
+    [
+        # 1.7 at 0.818 of the height, under a note at the top; 0.45 at 0.25, clear of one at the
+        # bottom (a note of three lines would reach it; one of a line would cover neither)
+        ((1.7, 0.45, 0.9, 1.2), BOTTOM),
+        # 1.995 at 0.952, above a note at the top (as C's 2); 0.2 at 0.136, under one at the
+        # bottom
+        ((1.995, 0.2, 0.9, 1.2), TOP),
+    ],
+    ids=["under_the_top_note", "above_the_top_note"],
+)
+def test_a_note_takes_the_end_where_its_whole_height_covers_fewer_lines(drawn, values, place):
+    names = [("A", "SmoothAP"), ("B", "SmoothAP"), ("A", "NT-Xent"), ("B", "NT-Xent")]
+    lines = {name: [value] * 3 for name, value in zip(names, values, strict=True)}
+    assert _note_place(drawn, _framed(lines)) == place
+
+
+def test_a_line_of_one_point_leaves_the_other_lines_counted_for_the_notes_place(drawn):
+    # A's SmoothAP, drawn first, logged at step 0 only; B's SmoothAP at 1.7 (0.818 of the
+    # height) lies under a note at the top, no line under one at the bottom
+    lines = {("A", "SmoothAP"): ([0], [0.9]), ("B", "SmoothAP"): [1.7] * 3,
+             ("A", "NT-Xent"): [1.2] * 3, ("B", "NT-Xent"): [1.3] * 3}  # fmt: skip
+    assert _note_place(drawn, _framed(lines)) == BOTTOM
+
+
+def test_a_notes_place_weighs_each_line_over_its_whole_run_of_steps(drawn):
+    # steps 0 to 100: A's SmoothAP high (1.8, under a note at the top) until step 40, B's
+    # SmoothAP and A's NT-Xent low (0.2 and 0.25, under one at the bottom) from step 60: over
+    # the whole run the bottom is the busier end
+    lines = {("A", "SmoothAP"): [1.8, 1.8, 1.0, 1.1], ("B", "SmoothAP"): [0.9, 0.9, 0.2, 0.2],
+             ("A", "NT-Xent"): [0.9, 0.9, 0.25, 0.25],
+             ("B", "NT-Xent"): [1.2, 1.3, 1.2, 1.3]}  # fmt: skip
+    assert _note_place(drawn, _framed(lines, [0, 40, 60, 100])) == TOP
+
+
+@pytest.mark.parametrize(
+    "edge",
+    [([0, 0.5, 0.55, 10], [0.2, 0.2, 1.0, 1.0]), ([0, 9.45, 9.5, 10], [1.0, 1.0, 0.2, 0.2])],
+    ids=["left_edge", "right_edge"],
+)
+def test_a_notes_place_leaves_out_the_points_the_centred_note_would_not_cover(drawn, edge):
+    # three lines low (0.2) only at the panel's left (right) edge, the three of 50 points
+    # before step 0.6 (after 9.4), beyond the middle 80 % of its width a centred note spans;
+    # B's NT-Xent high (1.8) for five points in the middle: the only line under a note
+    peak = ([0, 4, 4.01, 5, 5.01, 10], [1.0, 1.0, 1.8, 1.8, 1.0, 1.0])
+    lines = {("A", "SmoothAP"): edge, ("B", "SmoothAP"): edge, ("A", "NT-Xent"): edge,
+             ("B", "NT-Xent"): peak}  # fmt: skip
+    assert _note_place(drawn, _framed(lines, (0, 10))) == BOTTOM
+
+
+def _on_edge(drawn, result, fraction, along):
+    """The least value that ``result``'s hardest-share panel draws at ``fraction`` of its width
+    (``along`` 0: a step) or height (1) or beyond, by bisection over the floats; it must land
+    there exactly."""
+    hardest = drawn(module.plot_scene_anatomy, result).axes[2]
+    hardest.get_xlim(), hardest.get_ylim()  # the limits the figure was drawn with
+    to_axes = hardest.transData + hardest.transAxes.inverted()
+
+    def drawn_at(value):
+        return to_axes.transform([(value, value)])[0, along]
+
+    nearest = float(to_axes.inverted().transform([(fraction, fraction)])[0, along])
+    low, high = nearest - 1e-6, nearest + 1e-6
+    assert drawn_at(low) < fraction <= drawn_at(high)
+    while np.nextafter(low, high) < high:
+        middle = (low + high) / 2
+        low, high = (middle, high) if drawn_at(middle) < fraction else (low, middle)
+    assert drawn_at(high) == fraction
+    return high
+
+
+@pytest.mark.parametrize(("fraction", "place"), [(0.05, TOP), (0.95, BOTTOM)],
+                         ids=["bottom_edge", "top_edge"])  # fmt: skip
+def test_a_line_on_the_outer_edge_of_a_notes_band_counts_as_under_the_note(drawn, fraction,
+                                                                            place):  # fmt: skip
+    # B's SmoothAP exactly at the bottom edge (a tie with A's at 1.7, under a note at the top:
+    # the top wins ties) or exactly at the top edge (the only line under a note)
+    lines = {("A", "SmoothAP"): [1.7 if fraction == 0.05 else 1.3] * 3,
+             ("B", "SmoothAP"): [1.0] * 3, ("A", "NT-Xent"): [0.9] * 3,
+             ("B", "NT-Xent"): [1.2] * 3}  # fmt: skip
+    edge = _on_edge(drawn, _framed(lines), fraction, along=1)
+    lines["B", "SmoothAP"] = [edge] * 3
+    assert _note_place(drawn, _framed(lines)) == place
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.9], ids=["left_edge", "right_edge"])
+def test_a_point_on_the_edge_of_a_centred_notes_width_counts_as_under_the_note(drawn, fraction):
+    # A's SmoothAP (1.7, under a note at the top) starts (or ends) exactly at 0.1 (0.9) of the
+    # panel's width, B's SmoothAP (0.2, under one at the bottom) starts (ends) there too but
+    # at 1.0, clear of both: the top then holds one point more
+    lines = {("A", "NT-Xent"): [0.9] * 2, ("B", "NT-Xent"): [1.2] * 2}
+    edge = _on_edge(drawn, _framed(lines, (0, 10)), fraction, along=0)
+    if fraction == 0.1:  # the other step beyond the middle; B's 0.2 from the second point on
+        lines["A", "SmoothAP"] = ([edge, 10], [1.7, 1.7])
+        lines["B", "SmoothAP"] = ([edge, edge + 0.1, 10], [1.0, 0.2, 0.2])
+    else:
+        lines["A", "SmoothAP"] = ([0, edge], [1.7, 1.7])
+        lines["B", "SmoothAP"] = ([0, edge - 0.1, edge], [0.2, 0.2, 1.0])
+    assert _note_place(drawn, _framed(lines, (0, 10))) == BOTTOM
+
+
 @pytest.mark.slow
 def test_scene_anatomy_cycles_four_line_styles_over_encoders_and_colours_a_fourth_loss(drawn):
     encoders = ("A", "B", "C", "D", "E")
@@ -915,3 +1053,15 @@ def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     for encoder in result["runs"].values():  # below 1, never 0: a log axis, as before
         encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[0.5, 0.25, 0.75]] * 2
     assert drawn(module.plot_scene_anatomy, result).axes[0].get_yscale() == "log"
+
+
+def test_a_notes_place_reads_the_panel_s_height_with_the_band_drawn_last(drawn):
+    """C's NT-Xent, drawn last, has seeds at 0 and 2: its band sets the panel's height (-0.1 to
+    2.1), where 1.7 lies under a note at the top (0.82 of the height) and no line under one at
+    the bottom; the lines alone span only 0.45 to 1.7, both clear of either note's band."""
+    result = _framed({("A", "SmoothAP"): [1.7] * 3, ("B", "SmoothAP"): [0.45] * 3,
+                      ("A", "NT-Xent"): [0.9] * 3, ("B", "NT-Xent"): [1.1] * 3})  # fmt: skip
+    runs = result["runs"]["C"]
+    runs["SmoothAP"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[1.3] * 3] * 2
+    runs["NT-Xent"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[0.0] * 3, [2.0] * 3]
+    assert _note_place(drawn, result) == BOTTOM
