@@ -106,12 +106,13 @@ def cost_class(needs: frozenset[str]) -> str:
 
 @register("monitor-quantities")
 def monitor_quantities(root: Path) -> str:
-    """One row per quantity class: name, keys, meaning, presets, cost class, needs."""
+    """One row per quantity class: name, keys, meaning, presets, and its needs under their cost
+    class (one column: six did not fit a page's width)."""
     from gradlab.monitor.config import PRESETS
 
     lines = [
-        "| quantity | keys | meaning | presets | cost class | needs |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| quantity | keys | meaning | presets | cost class: needs |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for cls in quantity_classes():
         quantity = cls()
@@ -121,7 +122,8 @@ def monitor_quantities(root: Path) -> str:
         every_need = frozenset(quantity.needs | quantity.optional_needs)
         lines.append(
             f"| `{cls.__name__}` | {_keys(tuple(quantity.keys))} | {_meaning(cls)} "
-            f"| {presets or '-'} | {cost_class(every_need)} | {'<br>'.join(needs) or '-'} |"
+            f"| {presets or '-'} | {cost_class(every_need)}"
+            f"{':<br>' + '<br>'.join(needs) if needs else ''} |"
         )
     return "\n".join(lines)
 
