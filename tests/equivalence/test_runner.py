@@ -12,6 +12,7 @@ import copy
 import inspect
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass, replace
 
@@ -28,9 +29,11 @@ from gradlab.equivalence.runner import (
 )
 from gradlab.errors import GradlabError
 from tests.helpers.equivalence_workers import (
+    CannotBeRestored,
     RaisesUnrebuildable,
     RaisesWidthError,
     ReturnsVector,
+    ReturnsVectorOnOneRank,
 )
 
 TEMPERATURE = 0.5
@@ -436,6 +439,33 @@ def test_gradlab_s_refusal_in_the_processes_is_raised_as_in_one_process():
         assert type(caught.value) is GradlabError
         assert str(caught.value) == ("step ReturnsVector must return its loss (a number or a "
                                      "0-d tensor) or None; got a tensor of shape [3]")
+
+
+@pytest.mark.slow
+def test_a_refusal_in_one_process_is_raised_as_it_is_though_the_others_fail_after_it():
+    # Rank 1 refuses its step's loss; rank 0 waits for it in the gradients' average, and fails
+    # there or is stopped only after rank 1 has raised: rank 1's refusal is what comes back.
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError) as caught:
+        run_distributed([ReturnsVectorOnOneRank(refused=1)], model, batch, 2)
+    assert type(caught.value) is GradlabError
+    assert str(caught.value) == ("step ReturnsVectorOnOneRank must return its loss (a number or "
+                                 "a 0-d tensor) or None; got a tensor of shape [3]")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_step_the_processes_cannot_unpickle_is_reported_with_the_process_s_error():
+    # The processes fail before any step runs (no step's error recorded): the report is
+    # torch's, that of the process it saw end first, with the exception's own line.
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(RuntimeError) as caught:
+        run_distributed([CannotBeRestored()], model, batch, 2)
+    assert re.fullmatch(
+        r"a process raised:\n\s*-- Process [01] terminated with the following error:\n"
+        r"Traceback \(most recent call last\):\n.*"
+        r"\nRuntimeError: this step cannot be restored in another process\n?",
+        str(caught.value), flags=re.DOTALL,
+    ), str(caught.value)  # fmt: skip
 
 
 @pytest.mark.slow

@@ -14,7 +14,9 @@ pieces of :mod:`gradlab.equivalence`:
 * :class:`SleepingStep`, :class:`RaisingStep` and :class:`ExitingStep`: one process never
   reaches the collectives, raises, or dies without raising, for the time box;
   :class:`ReturnsVector`: a step that returns one loss per row (gradlab refuses it in every
-  process);
+  process); :class:`ReturnsVectorOnOneRank`: the same on one rank only, the others waiting
+  for it in the averaging; :class:`CannotBeRestored`: a step that pickles here but raises
+  when a process unpickles it (before any step runs);
   :class:`RaisingEverywhereStep` and :class:`RaisingLateStep`: every process raises, at once
   or one after the others, for the report of several failures.
 """
@@ -182,6 +184,34 @@ class ReturnsVector:
     def __call__(self, model, batch, probe):
         model(batch.query_inputs).sum().backward()
         return torch.ones(self.rows)
+
+
+@dataclass
+class ReturnsVectorOnOneRank:
+    """Backward on the sum of the query embeddings; rank ``refused`` returns ``rows`` values
+    (one per row, refused by gradlab), every other rank its one loss and then waits for the
+    refused rank in the gradients' average."""
+
+    refused: int = 1
+    rows: int = 3
+
+    def __call__(self, model, batch, probe):
+        loss = model(batch.query_inputs).sum()
+        loss.backward()
+        return torch.ones(self.rows) if process_rank() == self.refused else loss.detach()
+
+
+@dataclass
+class CannotBeRestored:
+    """A step that pickles, but whose unpickling (in a spawned process) raises ``message``."""
+
+    message: str = "this step cannot be restored in another process"
+
+    def __call__(self, model, batch, probe):
+        return None
+
+    def __setstate__(self, state):
+        raise RuntimeError(state["message"])
 
 
 class UnrebuildableError(GradlabError):
