@@ -665,7 +665,8 @@ def _thresholds(expression: sp.Expr, symbols: Sequence[sp.Symbol]) -> list[tuple
     """``(symbol, value)`` of every threshold of ``expression`` in one of ``symbols``: where a
     condition of a ``Piecewise`` (or any relation) turns, where two arguments of a ``Min`` or
     ``Max`` cross, where an ``Abs``, ``sign`` or ``Heaviside`` changes its branch; each a
-    rational root of a difference linear in that one symbol. In the order found, at most 16."""
+    rational root of a difference linear in that one symbol (its slope a real constant,
+    rational or not). In the order found, at most 16."""
     differences = [relation.lhs - relation.rhs
                    for relation in expression.atoms(sp.core.relational.Relational)]  # fmt: skip
     for extreme in expression.atoms(sp.Min, sp.Max):
@@ -678,8 +679,8 @@ def _thresholds(expression: sp.Expr, symbols: Sequence[sp.Symbol]) -> list[tuple
         if len(free) != 1 or not free <= set(symbols):
             continue
         (symbol,) = free
-        slope = sp.diff(difference, symbol)
-        if not slope.is_Rational or slope == 0 or sp.diff(slope, symbol) != 0:
+        slope = sp.diff(difference, symbol)  # a real constant, rational or not (sqrt(2))
+        if not (slope.is_number and slope.is_extended_real) or slope.is_zero is not False:
             continue
         root = -difference.subs(symbol, 0) / slope
         if root.is_Rational and (symbol, root) not in found:
@@ -789,10 +790,12 @@ def _concretize(expression: sp.Expr) -> sp.Expr:
 
 def _stand_ins(expression: sp.Expr) -> list[tuple]:
     """``(f(x), Lambda)`` for each abstract function of ``expression``: its applications in
-    name order, the ``k``-th making ``(k + 2) u^2 + (k + 1) u + k + 3`` the function's stand-in
-    (of several arguments ``(k + 2) sum u_i^2 + (k + 1) sum i u_i + k + 3``)
-    unless an earlier application of the same function made one (``T(0)`` and ``T(d)`` are one
-    function)."""
+    name order, the ``k``-th making ``k + 3 + T_k(u)`` the function's stand-in, ``T_k`` the
+    polynomial of degree :data:`STAND_IN_DEGREE` of :func:`_stand_in_terms`; of several
+    arguments ``k + 3 + sum_i T_(k+i)(u_i) + (k + 1 + sum_i (k + 2)^i u_i) prod_i u_i``, whose
+    mixed partials are not 0 and, from one function to the next, no multiples of each other.
+    An earlier application of the same function made its stand-in (``T(0)`` and ``T(d)`` are
+    one function)."""
     from sympy.core.function import AppliedUndef
 
     stand_ins, seen = [], set()
@@ -803,7 +806,8 @@ def _stand_ins(expression: sp.Expr) -> list[tuple]:
         arguments = [sp.Dummy(f"u{i}") for i in range(1, len(applied.args) + 1)]
         polynomial = k + 3 + sum(_stand_in_terms(u, k + i) for i, u in enumerate(arguments))
         if len(arguments) > 1:  # mixed partial derivatives of every order up to 3: not 0
-            polynomial += (k + 1) * sp.Mul(*arguments) * (1 + sum(arguments))
+            weights = k + 1 + sum((k + 2) ** i * u for i, u in enumerate(arguments, start=1))
+            polynomial += sp.Mul(*arguments) * weights
         stand_ins.append((applied, sp.Lambda(tuple(arguments), sp.expand(polynomial))))
     return stand_ins
 

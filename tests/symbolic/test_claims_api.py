@@ -22,7 +22,7 @@ from gradlab.symbolic import (
     symbolic_equality,
     with_parameters,
 )
-from gradlab.symbolic.claims import VERDICTS, undecided
+from gradlab.symbolic.claims import STAND_IN_DEGREE, VERDICTS, undecided
 from tests.helpers.witness import witness
 
 x, y = sp.symbols("x y", positive=True)
@@ -208,6 +208,17 @@ def test_a_free_symbol_left_out_of_the_symbols_or_the_sampler_is_named():
         symbolic_equality(x / tau, x, [x, tau], sampler=lambda generator: {x: 2})
     # a symbol listed but absent from the difference is harmless
     assert symbolic_equality(2 * x, x + x, [x, tau]).verdict == "holds"
+
+
+def test_symbols_or_a_sampler_s_point_that_give_none_are_said_to_give_none():
+    with pytest.raises(GradlabError) as empty_symbols:
+        symbolic_equality(x, sp.Integer(0), [])
+    assert str(empty_symbols.value) == (
+        "symbols must include every free symbol of printed and truth; missing x (given: none)")
+    with pytest.raises(GradlabError) as empty_point:
+        symbolic_equality(x, sp.Integer(0), [x], sampler=lambda generator: {})
+    assert str(empty_point.value) == ("the sampler's point must include every free symbol of "
+                                      "printed and truth; missing x (given: none)")  # fmt: skip
 
 
 def _sampled_signs(symbol, points=200):
@@ -500,4 +511,74 @@ def test_a_difference_of_exactly_one_at_fifty_digits_is_a_witness():
     verdict = symbolic_equality(sp.sin(s) ** 2 + sp.cos(s) ** 2, sp.Integer(0), [s],
                                 sampler=lambda generator: {s: sp.Rational(3, 7)})  # fmt: skip
     assert verdict == Verdict("fails", "printed minus true is 1.0000000 at s = 3/7 (50 "
+                                       "digits, the same to 30 of them at 100).")  # fmt: skip
+
+
+def test_a_float_difference_of_exactly_one_is_a_witness():
+    # x + 1.0 - x is the float 1.0 at every point: not rational, yet no residue either
+    verdict = symbolic_equality(x + 1.0, x, [x], sampler=lambda generator: {x: 3})
+    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at x = 3 (50 digits, "
+                                       "the same to 30 of them at 100).")  # fmt: skip
+
+
+def test_an_identity_of_huge_terms_is_not_refuted_by_their_rounding():
+    # exp(200 x) (sin^2 + cos^2) - exp(200 x) is 0; evaluated, what is left of the cancellation
+    # of terms up to 10^8000 is far from 0, but not the same at 50 and at 100 digits: no witness
+    verdict = symbolic_equality(sp.exp(200 * x) * (sp.sin(x) ** 2 + sp.cos(x) ** 2),
+                                sp.exp(200 * x), [x])  # fmt: skip
+    assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
+
+
+def test_a_tiny_residue_the_same_at_50_and_100_digits_is_no_witness():
+    # (e^s + 1) e^-s - 1 - e^-s is 0; at s = -1000, e^s = 1e-434 is lost beside the 1 of
+    # e^s + 1 at 100 digits of working precision, so e^s times it is -e^s = -1e-434 at 50 and
+    # at 100 digits alike: only more digits show that it vanishes
+    s = sp.Symbol("s", real=True)
+    zero = sp.exp(s) * ((sp.exp(s) + 1) * sp.exp(-s) - 1 - sp.exp(-s))
+    verdict = symbolic_equality(zero, sp.Integer(0), [s], sampler=lambda generator: {s: -1000})
+    assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
+
+
+def test_a_function_of_three_arguments_stands_in_as_a_finite_polynomial():
+    # atan(x) + atan(1/x) = pi/2 for x > 0, which sympy.simplify does not prove: the points
+    # decide, each with F(x, y, z) evaluated to a finite number
+    z = sp.Symbol("z", positive=True)
+    F = sp.Function("F")
+    verdict = symbolic_equality(F(x, y, z) * (sp.atan(x) + sp.atan(1 / x)),
+                                F(x, y, z) * sp.pi / 2, [x, y, z])  # fmt: skip
+    assert verdict == Verdict("holds", "printed minus true vanishes at 12 random points (50 "
+                                       "digits).")  # fmt: skip
+
+
+def test_the_mixed_partial_of_a_second_function_of_two_arguments_is_not_zero():
+    # A(x) = A(x) (1 + d^2 B / dx dy) holds only if the mixed partial of B vanishes
+    A, B = sp.Function("A"), sp.Function("B")
+    verdict = symbolic_equality(A(x), A(x) * (1 + sp.diff(B(x, y), x, y)), [x, y])
+    assert verdict.verdict == "fails"
+
+
+def test_the_stand_in_of_a_function_of_two_arguments_is_a_polynomial_of_degree_seven():
+    import re
+
+    d, e = sp.Symbol("d", integer=True, positive=True), sp.Symbol("e", positive=True)
+    B = sp.Function("B")
+    verdict = symbolic_equality(2 * B(d, e), B(d, e), [d, e],
+                                sampler=lambda generator: {d: 3, e: 2})  # fmt: skip
+    match = re.fullmatch(r"printed minus true is (\S+) at d = 3, e = 2 \(exact evaluation, "
+                         r"with B\(d, e\) = (.+)\)\.", verdict.detail)  # fmt: skip
+    assert match is not None, verdict.detail
+    stand_in = sp.sympify(match.group(2), locals={"d": d, "e": e})
+    assert stand_in.is_polynomial(d, e)
+    assert sp.Poly(stand_in, d, e).total_degree() == STAND_IN_DEGREE
+    assert float(match.group(1)) == pytest.approx(float(stand_in.subs({d: 3, e: 2})), rel=1e-7)
+
+
+def test_a_difference_under_a_deep_cancellation_is_a_witness_while_30_digits_stay():
+    # exp(s) - 1 - s at s = 3e-65 is s^2/2 + s^3/6 + ... = 4.5e-130: 130 digits below the
+    # terms that cancel, so its 50-digit value is good to about 30 digits, which suffice
+    s = sp.Symbol("s", positive=True)
+    point = sp.Rational(3, 10**65)
+    verdict = symbolic_equality(sp.exp(s), 1 + s, [s], sampler=lambda generator: {s: point})
+    shown = sp.N(point**2 / 2 + point**3 / 6, 8)  # the rest changes none of its 8 digits
+    assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} (50 "
                                        "digits, the same to 30 of them at 100).")  # fmt: skip
