@@ -743,30 +743,28 @@ def _exact(point: dict) -> dict:
 
 
 CONFIRMING_DIGITS = 5000
-"""The working precision (digits) SymPy may reach when a tiny witness is evaluated again."""
-
-TINY = sp.Float("1e-30")
-"""A witness below this in size is confirmed once more at :data:`CONFIRMING_DIGITS` (larger
-ones are no residue of a cancellation: 30 digits stay at a working precision of 100)."""
+"""The working precision (digits) SymPy may reach when a witness is evaluated the last time."""
 
 
 def _nonzero(value: sp.Expr, expression: sp.Expr, point: dict) -> bool:
     """Whether a 50-digit ``value`` of ``expression`` at ``point`` is a witness, not a residue.
 
     An exact (rational) or infinite value decides by itself. Otherwise the expression is
-    evaluated again to 100 digits, and a value below :data:`TINY` once more with a working
-    precision of up to :data:`CONFIRMING_DIGITS` digits: a true value keeps its leading 30
-    digits, however small it is (a sigmoid's slope at ``x / tau = 7000`` is about
-    ``1e-3040``); what is left of an identity that cancels
+    evaluated again to 100 digits, then once more with a working precision of up to
+    :data:`CONFIRMING_DIGITS` digits: a true value keeps its leading 30 digits, however small
+    it is (a sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``); what is left of an
+    identity that cancels shrinks or vanishes with the precision, however large it is
     (``sin(x)**2 + cos(x)**2 - 1``, or terms of ``exp(1000)`` against terms of 1: SymPy's
     default working precision of 100 digits left the same residue of ``1e-444`` at 50 and 100
-    digits) shrinks with the precision.
+    digits, and at ``s = -1000`` the same ``-1`` of ``(e^s + 1) e^-s - (1 + e^-s)``). SymPy
+    raises its working precision only where it meets a cancellation, so the last evaluation
+    costs no more than the first where there is none.
     """
     if value.is_infinite or value.is_Rational:
         return value != 0
     if value == 0:
         return False
-    for working in (100, CONFIRMING_DIGITS) if sp.Abs(value) < TINY else (100,):
+    for working in (100, CONFIRMING_DIGITS):
         finer = _difference_at(expression, point, 100, working=working)
         if finer.has(sp.nan) or not finer.is_number:  # no 100-digit value: nothing confirms it
             return False

@@ -582,3 +582,12 @@ def test_a_difference_under_a_deep_cancellation_is_a_witness_while_30_digits_sta
     shown = sp.N(point**2 / 2 + point**3 / 6, 8)  # the rest changes none of its 8 digits
     assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} (50 "
                                        "digits, the same to 30 of them at 100).")  # fmt: skip
+
+
+def test_an_identity_whose_terms_cancel_far_beyond_100_digits_holds():
+    # at s = -1000 both sides are 1 + e^1000 (435 digits): at 50 and 100 digits the 1 is lost
+    # in the cancellation alike, a residue of -1 that read as a witness
+    s = sp.Symbol("s", real=True)
+    verdict = symbolic_equality((sp.exp(s) + 1) * sp.exp(-s), 1 + sp.exp(-s), [s],
+                                sampler=lambda generator: {s: -1000})  # fmt: skip
+    assert verdict.verdict == "holds", verdict.detail
