@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 
 def _tie_consistent_orders(scores: Sequence[float]):
@@ -31,3 +32,18 @@ def dcg(order: Sequence[int], gains: Sequence[float]) -> float:
 def expected_over_ties(metric, scores: Sequence[float], labels: Sequence) -> float:
     values = [metric(order, labels) for order in _tie_consistent_orders(scores)]
     return sum(values) / len(values)
+
+
+def ap_of_one_tie(before: int, size: int, pos: int, pos_before: int, plus: int) -> Fraction:
+    """AP_T of one tie by brute force over the tie's orders (He et al., 2018, Eq. 1's
+    tie-aware mean): ``size`` items after ``before`` others, ``pos`` of them relevant,
+    ``pos_before`` relevant before the tie, divided by ``plus``; exact."""
+    total = Fraction(0)
+    orders = list(itertools.permutations([True] * pos + [False] * (size - pos)))
+    for order in orders:
+        hits = pos_before
+        for rank, relevant in enumerate(order, start=before + 1):
+            if relevant:
+                hits += 1
+                total += Fraction(hits, rank)
+    return total / len(orders) / plus

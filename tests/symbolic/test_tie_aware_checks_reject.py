@@ -7,7 +7,6 @@ fail in more than one place, and compare the verdict's whole detail. Expected va
 out here by hand, by brute force or by Euler-Maclaurin in mpmath, not by the checks' own code.
 """
 
-import itertools
 import math
 from fractions import Fraction
 
@@ -53,6 +52,7 @@ from gradlab.symbolic.tie_aware_claims import (
     t_tie,
     v_level,
 )
+from tests.reference.tie_aware_loops import ap_of_one_tie
 
 UNEVALUABLE = "the form does not evaluate on the check's cases ({})."
 """The detail of a check whose form raises on the check's cases."""
@@ -200,19 +200,6 @@ RELAXED_GRID = [(before, size, pos, pos_before) for before in (1, 4, 20) for siz
 """The documented bins (C_(d-1), c_d, c+_d, C+_(d-1)), N+ = C+_(d-1) + c+_d + 2, in grid order."""
 
 
-def _ap_of_tie(before, size, pos, pos_before, plus):
-    """AP_T of one tie by brute force over the tie's orders (Eq. 1's tie-aware mean)."""
-    total = Fraction(0)
-    orders = list(itertools.permutations([True] * pos + [False] * (size - pos)))
-    for order in orders:
-        hits = pos_before
-        for rank, relevant in enumerate(order, start=before + 1):
-            if relevant:
-                hits += 1
-                total += Fraction(hits, rank)
-    return total / len(orders) / plus
-
-
 def _allowance(before, size, pos, pos_before, plus):
     """|B| (1/C_(d-1) - 1/C_d)/2: Eq. 10's factor of the harmonic gap times Eq. 11's bound."""
     factor = Fraction(pos, size * plus) * (pos_before + 1 - Fraction(pos - 1, size - 1)
@@ -245,7 +232,7 @@ def test_an_ap_r_off_by_one_and_a_half_allowances_fails_at_its_largest_allowance
     before, size, pos, pos_before = max(off, key=lambda bin_: _allowance(*bin_, bin_[2] + 3))
     assert (before, size, pos, pos_before) == (1, 2, 1, 1)  # allowance 1/4 * (1 - 1/3)/2 = 1/12
     plus = pos_before + pos + 2
-    exact = _ap_of_tie(before, size, pos, pos_before, plus)
+    exact = ap_of_one_tie(before, size, pos, pos_before, plus)
     signed = Fraction(pos, size * plus) * (pos_before + 1 - Fraction(pos - 1, size - 1)
                                             * (before + 1))  # fmt: skip
     printed = (

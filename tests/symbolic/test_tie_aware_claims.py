@@ -76,6 +76,7 @@ from gradlab.symbolic.tie_aware_claims import (
     tie_groups,
     v_level,
 )
+from tests.reference.tie_aware_loops import ap_of_one_tie
 
 
 @pytest.fixture(autouse=True)
@@ -961,25 +962,12 @@ def test_a_tie_cut_by_k_sums_its_discount_up_to_k_only():
     assert value == pytest.approx(1 + 1 / math.log2(3), abs=1e-15)
 
 
-def _exact_ap_of_tie(before, size, pos, pos_before, plus):
-    """AP_T of one tie by brute force over the tie's orders (Eq. 1's tie-aware mean)."""
-    total = Fraction(0)
-    orders = list(itertools.permutations([True] * pos + [False] * (size - pos)))
-    for order in orders:
-        hits = pos_before
-        for rank, relevant in enumerate(order, start=before + 1):
-            if relevant:
-                hits += 1
-                total += Fraction(hits, rank)
-    return total / len(orders) / plus
-
-
 def test_the_relaxation_check_uses_ap_t_of_the_tie_by_brute_force():
     # the exact harmonic gap makes Eq. 13 AP_T itself at integer counts
     exact = _claim("claim-eq13-one-item-bin").correction
     assert relaxation_check(exact).verdict == "holds"
     value = float(exact.value.subs({c: 5, c_pos: 2, C_prev: 4, C_pos_prev: 1, N_plus: 5, N_d: 9}))
-    assert value == pytest.approx(float(_exact_ap_of_tie(4, 5, 2, 1, 5)), rel=1e-12)
+    assert value == pytest.approx(float(ap_of_one_tie(4, 5, 2, 1, 5)), rel=1e-12)
 
 
 @pytest.mark.parametrize("scale", [sp.Rational(101, 100), sp.Rational(99, 100)])
