@@ -743,34 +743,48 @@ def _exact(point: dict) -> dict:
 
 
 CONFIRMING_DIGITS = 5000
-"""The working precision (digits) SymPy may reach when a witness is evaluated the last time."""
+"""The working precision (digits) SymPy may reach when a witness whose 50- and 100-digit values
+agree is evaluated the last time."""
+
+REFINING_DIGITS = 200
+"""The working precision (digits) SymPy may reach when a value whose 50- and 100-digit values
+differ is evaluated the last time (every residue of an identity is)."""
 
 
-def _nonzero(value: sp.Expr, expression: sp.Expr, point: dict) -> bool:
-    """Whether a 50-digit ``value`` of ``expression`` at ``point`` is a witness, not a residue.
+def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None:
+    """The witness a 50-digit ``value`` of ``expression`` at ``point`` stands for, or ``None``
+    when it is the residue of a cancellation.
 
     An exact (rational) or infinite value decides by itself. Otherwise the expression is
-    evaluated again to 100 digits, then once more with a working precision of up to
-    :data:`CONFIRMING_DIGITS` digits: a true value keeps its leading 30 digits, however small
-    it is (a sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``); what is left of an
-    identity that cancels shrinks or vanishes with the precision, however large it is
-    (``sin(x)**2 + cos(x)**2 - 1``, or terms of ``exp(1000)`` against terms of 1: SymPy's
-    default working precision of 100 digits left the same residue of ``1e-444`` at 50 and 100
-    digits, and at ``s = -1000`` the same ``-1`` of ``(e^s + 1) e^-s - (1 + e^-s)``). SymPy
-    raises its working precision only where it meets a cancellation, so the last evaluation
-    costs no more than the first where there is none.
+    evaluated again to 100 digits, SymPy's working precision held to 100 digits (as for
+    ``value``), and once more with a higher cap; it is a witness when the last two agree to 30
+    digits. What an identity leaves of a cancellation changes with the cap, however large it is
+    (``sin(x)**2 + cos(x)**2 - 1``; at ``s = -1000`` the ``-1`` that
+    ``(e^s + 1) e^-s - (1 + e^-s)`` leaves under a cap of 100 digits, at 50 digits and at 100
+    alike), while a true value keeps its leading digits, however small it is. The higher cap
+    is :data:`CONFIRMING_DIGITS` when ``value`` already agrees with the 100-digit value (a
+    sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``), else :data:`REFINING_DIGITS`,
+    which resolves a true value under a cancellation of up to about 200 digits (``exp(s) - 1 -
+    s`` at ``s = 3e-80``, whose 50-digit value is off by a quarter) at little cost, since
+    every residue of an identity takes this path. SymPy raises its working precision only where
+    it meets a cancellation, so a higher cap costs nothing where there is none.
     """
     if value.is_infinite or value.is_Rational:
-        return value != 0
+        return value if value != 0 else None
     if value == 0:
-        return False
-    for working in (100, CONFIRMING_DIGITS):
-        finer = _difference_at(expression, point, 100, working=working)
-        if finer.has(sp.nan) or not finer.is_number:  # no 100-digit value: nothing confirms it
-            return False
-        if not sp.Abs(finer - value) <= sp.Abs(value) * sp.Rational(1, 10**30):
-            return False
-    return True
+        return None
+
+    def agree(first: sp.Expr, second: sp.Expr) -> bool:
+        return bool(sp.Abs(first - second) <= sp.Abs(second) * sp.Rational(1, 10**30))
+
+    rough = _difference_at(expression, point, 100, working=100)
+    if rough.has(sp.nan) or not rough.is_number:  # no 100-digit value: nothing confirms it
+        return None
+    cap = CONFIRMING_DIGITS if agree(value, rough) else REFINING_DIGITS
+    fine = _difference_at(expression, point, 100, working=cap)
+    if fine.has(sp.nan) or not fine.is_number or fine == 0 or not agree(rough, fine):
+        return None
+    return fine
 
 
 def _concretize(expression: sp.Expr) -> sp.Expr:
@@ -863,11 +877,12 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
         if value.has(sp.nan) or not value.is_number:
             undefined.append((shown, str(value)))
             continue
-        if _nonzero(value, concrete, point):
+        found = _witness(value, concrete, point)
+        if found is not None:
             how = ("exact evaluation" if value.is_Rational or value.is_infinite
-                   else "50 digits, the same to 30 of them at 100")  # fmt: skip
+                   else "100 digits, the same to 30 of them at a higher working precision")
             how += _stand_ins_text(expression)  # abstract functions: the ones evaluated
-            return False, (shown, str(sp.N(value, 8)), point, value), how
+            return False, (shown, str(sp.N(found, 8)), point, found), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     where = f"{points} random points" + (
@@ -920,8 +935,10 @@ def symbolic_equality(
     """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness.
 
     Both are evaluated at ``points`` random points first; a non-zero difference is the witness,
-    however small: exact where it is rational, else to 50 digits and again to 100, a witness
-    when its leading 30 digits stay (what an identity leaves shrinks instead). A ``sampler``'s
+    however small: exact where it is rational, else to 50 digits, then to 100 twice, under
+    SymPy's working precision held to 100 digits and under a higher one, a witness when those
+    two agree to 30 digits (what an identity leaves of a cancellation changes with the working
+    precision instead). A ``sampler``'s
     floats are taken as the rationals they store. The default points draw each symbol as a
     fraction ``p / q`` (``p`` up to 97, ``q`` up to 13) with the sign its declaration allows:
     positive for a symbol declared positive or nonnegative and for an undeclared one (ranks,

@@ -27,6 +27,9 @@ from tests.helpers.witness import witness
 
 x, y = sp.symbols("x y", positive=True)
 
+CONFIRMED = "(100 digits, the same to 30 of them at a higher working precision)."
+"""How a witness that is not exact was confirmed, as its detail ends."""
+
 
 def test_a_verdict_outside_the_four_is_refused_by_name():
     with pytest.raises(ValueError) as error:
@@ -124,7 +127,7 @@ def test_a_wrong_slope_of_a_steep_sigmoid_fails_though_its_values_are_tiny(tau):
     for wrong in (sp.Integer(0), sigmoid * (1 - sigmoid), -sigmoid * (1 - sigmoid) / tau):
         verdict = symbolic_equality(wrong, slope, [s])
         assert verdict.verdict == "fails"
-        assert verdict.detail.endswith("(50 digits, the same to 30 of them at 100).")
+        assert verdict.detail.endswith(CONFIRMED)
 
 
 @pytest.mark.slow
@@ -510,15 +513,15 @@ def test_a_difference_of_exactly_one_at_fifty_digits_is_a_witness():
     s = sp.Symbol("s", real=True)
     verdict = symbolic_equality(sp.sin(s) ** 2 + sp.cos(s) ** 2, sp.Integer(0), [s],
                                 sampler=lambda generator: {s: sp.Rational(3, 7)})  # fmt: skip
-    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at s = 3/7 (50 "
-                                       "digits, the same to 30 of them at 100).")  # fmt: skip
+    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at s = 3/7 "
+                                       f"{CONFIRMED}")  # fmt: skip
 
 
 def test_a_float_difference_of_exactly_one_is_a_witness():
     # x + 1.0 - x is the float 1.0 at every point: not rational, yet no residue either
     verdict = symbolic_equality(x + 1.0, x, [x], sampler=lambda generator: {x: 3})
-    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at x = 3 (50 digits, "
-                                       "the same to 30 of them at 100).")  # fmt: skip
+    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at x = 3 "
+                                       f"{CONFIRMED}")  # fmt: skip
 
 
 def test_an_identity_of_huge_terms_is_not_refuted_by_their_rounding():
@@ -580,8 +583,8 @@ def test_a_difference_under_a_deep_cancellation_is_a_witness_while_30_digits_sta
     point = sp.Rational(3, 10**65)
     verdict = symbolic_equality(sp.exp(s), 1 + s, [s], sampler=lambda generator: {s: point})
     shown = sp.N(point**2 / 2 + point**3 / 6, 8)  # the rest changes none of its 8 digits
-    assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} (50 "
-                                       "digits, the same to 30 of them at 100).")  # fmt: skip
+    assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} "
+                                       f"{CONFIRMED}")  # fmt: skip
 
 
 def test_an_identity_whose_terms_cancel_far_beyond_100_digits_holds():
@@ -591,3 +594,15 @@ def test_an_identity_whose_terms_cancel_far_beyond_100_digits_holds():
     verdict = symbolic_equality((sp.exp(s) + 1) * sp.exp(-s), 1 + sp.exp(-s), [s],
                                 sampler=lambda generator: {s: -1000})  # fmt: skip
     assert verdict.verdict == "holds", verdict.detail
+
+
+@pytest.mark.parametrize("exponent", [66, 80])
+def test_a_true_difference_under_a_cancellation_of_over_100_digits_is_a_witness(exponent):
+    # exp(s) - 1 - s at s = 3e-66 (3e-80) is 4.5e-132 (4.5e-160), 130 (160) digits below the
+    # terms that cancel: its 50-digit value keeps 28 digits (none), its 100-digit ones agree
+    s = sp.Symbol("s", positive=True)
+    point = sp.Rational(3, 10**exponent)
+    verdict = symbolic_equality(sp.exp(s), 1 + s, [s], sampler=lambda generator: {s: point})
+    shown = sp.N(point**2 / 2 + point**3 / 6, 8)  # the rest changes none of its 8 digits
+    assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} "
+                                       f"{CONFIRMED}")  # fmt: skip

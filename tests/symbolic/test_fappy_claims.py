@@ -1070,7 +1070,8 @@ def test_the_l2_check_names_its_witness_by_the_vectors_coordinates():
     text = verdict.detail.removeprefix("printed minus true is ")
     difference, _, rest = text.partition(" at ")
     point = dict(part.split(" = ") for part in rest.removesuffix(
-        " (50 digits, the same to 30 of them at 100).").split(", "))
+        " (100 digits, the same to 30 of them at a higher working precision)."
+    ).split(", "))
     assert list(point) == ["x1", "x2", "x3", "y1", "y2", "y3"]
     x = np.array([float(sp.Rational(point[f"x{k}"])) for k in (1, 2, 3)])
     y = np.array([float(sp.Rational(point[f"y{k}"])) for k in (1, 2, 3)])
