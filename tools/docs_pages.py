@@ -111,7 +111,7 @@ def monitor_quantities(root: Path) -> str:
     from gradlab.monitor.config import PRESETS
 
     lines = [
-        "| quantity | keys | meaning | presets | cost class: needs |",
+        "| quantity | keys | meaning | presets | cost class and needs |",
         "| --- | --- | --- | --- | --- |",
     ]
     for cls in quantity_classes():
@@ -122,8 +122,8 @@ def monitor_quantities(root: Path) -> str:
         every_need = frozenset(quantity.needs | quantity.optional_needs)
         lines.append(
             f"| `{cls.__name__}` | {_keys(tuple(quantity.keys))} | {_meaning(cls)} "
-            f"| {presets or '-'} | {cost_class(every_need)}"
-            f"{':<br>' + '<br>'.join(needs) if needs else ''} |"
+            f"| {presets or '-'} | {cost_class(every_need)}<br>"
+            f"{'needs:<br>' + '<br>'.join(needs) if needs else 'needs nothing'} |"
         )
     return "\n".join(lines)
 

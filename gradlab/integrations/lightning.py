@@ -245,9 +245,10 @@ class GradlabCallback(Callback):
                 return loss_fn  # watched already (a cell run again): wrapped once
             loss_fn = watching.loss_fn  # another callback's: its own wrapper stays its own
             name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
-            # a checkpoint's copy (unpickled, never set up since) is replaced without a word;
-            # two callbacks in one Trainer: the first would log nothing
-            if not watching.callback._restored:
+            # a checkpoint's copy (unpickled, never set up since) is replaced without a word
+            # (one pickled by gradlab 0.2.0 has no _restored: it is such a copy too); two
+            # callbacks in one Trainer: the first would log nothing
+            if not getattr(watching.callback, "_restored", True):
                 warnings.warn(
                     f"GradlabCallback: loss_fn {name} was watched by another GradlabCallback; it "
                     "is now watched by this one alone, and the other logs none of its calls (a "

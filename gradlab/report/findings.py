@@ -277,24 +277,24 @@ def _operating_region(results: dict) -> list[Finding]:
     per_class = batch.get("per_class", p_vs_batch_size.PER_CLASS)
     steps = batch.get("settings", {}).get("trained_at_m", {}).get("steps")
     after = [
-        *([f"On this miniature alone, the audit's paired t-test over the seeds (networks "
-           f"trained at each m) reads: {VERDICT_WORDS[miniature]}."] if miniature else []),
+        *([f"On this miniature alone, the audit's paired t-test over the seeds, applied to "
+           f"this run (networks trained at each m), reads: {VERDICT_WORDS[miniature]}; the "
+           f"audit's own record (`gradlab audit --measure`) runs a quicker miniature, "
+           f"m = {quick[0]} to {quick[-1]}, whose numbers and reading can differ from these."]
+          if miniature else []),
         *([f"The networks trained at each m took {steps[0]} optimizer steps at the smallest m "
            f"and {steps[-1]} at the largest, so training length differs with m too."]
           if steps and "trained_at_m" in summary["settings"] else []),
-        *([f"The audit's own record (`gradlab audit --measure`) runs a quicker miniature, "
-           f"m = {quick[0]} to {quick[-1]}: its numbers and its reading can differ from these."]
-          if miniature else []),
     ]  # fmt: skip
     return [
         Finding(
             " ".join([
                 "Brown et al. (2020) report the operating-region proportion P rising with the "
-                f"batch size; the audit's verdict: {verdict}. As context, a miniature "
+                f"batch size; the audit's verdict: {verdict}. As context, a miniature was run "
                 f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
                 f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
-                f"({per_class} images per class, m/{per_class} classes), m = {sizes[0]} to "
-                f"{sizes[-1]}, {len(batch['seeds'])} seeds (mean ± std (population)).",
+                f"({per_class} images per class, m/{per_class} classes) at m = {sizes[0]} to "
+                f"{sizes[-1]}, over {len(batch['seeds'])} seeds (mean ± std (population)).",
                 *parts, *after,
             ]),
             "figures/p_vs_batch_size.png",

@@ -43,6 +43,7 @@ a { color: #1f5fa8; }
 _VERDICT_CLASS = {
     "holds": "holds",
     "**holds with a correction**": "holds-with-correction",
+    "**holds with correction**": "holds-with-correction",  # Markdown of gradlab 0.2.0
     "**FAILS**": "fails",
     "*inconclusive*": "inconclusive",
 }

@@ -904,9 +904,10 @@ def check_table_d(form: Form) -> Verdict:
     return decide(in_range and not behind,
                   f"every entry is an AP_T in [0, 1] and alpha -> oo is higher at 12, 24, 32 and 48 "
                   f"bits, by {gains} (the table's own numbers).",
-                  ("" if in_range else "the table's entries are not four AP_T values per row in "
-                   "[0, 1]; ") + (f"alpha -> oo is not higher at {', '.join(behind)}." if behind
-                                  else ""))  # fmt: skip
+                  "; ".join([*([] if in_range else ["the table's entries are not four AP_T "
+                                                    "values per row in [0, 1]"]),
+                             *([f"alpha -> oo is not higher at {', '.join(behind)}"]
+                               if behind else [])]) + ".")  # fmt: skip
 
 
 N_d_index = sp.Symbol("N_d", integer=True, positive=True)

@@ -545,3 +545,18 @@ def test_a_monitor_stepped_by_hand_under_manual_optimization_logs_its_last_step_
         callback.on_train_end(trainer, SimpleNamespace(automatic_optimization=False))
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1]
+
+
+def test_a_loss_of_a_callback_pickled_by_gradlab_0_2_0_is_taken_over_quietly(tmp_path):
+    # gradlab 0.2.0 pickled the callback's whole state, without the mark of a checkpoint's
+    # copy: unpickling such a file gives a callback whose state lacks it, a copy all the same
+    state = GradlabCallback(tmp_path / "old").__getstate__()
+    del state["_restored"]  # the state as 0.2.0 wrote it
+    old = pickle.loads(pickle.dumps(state))
+    restored = GradlabCallback.__new__(GradlabCallback)
+    restored.__dict__.update(old)  # what unpickling does without a __setstate__
+    loss_fn = restored.watch(gradlab.SmoothAPLoss(0.05))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        GradlabCallback(tmp_path / "new").watch(loss_fn)
+    assert caught == []

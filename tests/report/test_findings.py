@@ -118,9 +118,9 @@ def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
     # the record's verdict, not the summary's "holds"; its reason up to the parenthesis
     assert ("the audit's verdict: not testable here (needs Some Data with Some Net, one "
             "epoch). As context,") in text
-    assert ("On this miniature alone, the audit's paired t-test over the seeds (networks "
-            "trained at each m) reads: not reproduced. The audit's own record (`gradlab audit "
-            "--measure`) runs a quicker miniature") in text
+    assert ("On this miniature alone, the audit's paired t-test over the seeds, applied to "
+            "this run (networks trained at each m), reads: not reproduced; the audit's own "
+            "record (`gradlab audit --measure`) runs a quicker miniature") in text
     assert "the audit's verdict: holds" not in text
 
 

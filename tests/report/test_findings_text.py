@@ -249,7 +249,7 @@ def test_the_harmonic_bound_line_says_whether_it_holds_and_leaves_out_the_first_
 
 
 BATCH = {"batch_sizes": [16, 64, 256], "seeds": [0, 1, 2], "settings": {}}
-MINIATURE = (f"a miniature ({MINIATURE_DATA}, {MODEL}) with the paper's sampler "
+MINIATURE = (f"a miniature was run ({MINIATURE_DATA}, {MODEL}) with the paper's sampler "
              f"({PER_CLASS} images per class, m/{PER_CLASS} classes)")  # fmt: skip
 """How the line names a measurement that does not name its own data, network and sampler."""
 
@@ -284,13 +284,13 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(sections)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
-        f"As context, {MINIATURE}, m = 16 to 256, 3 seeds (mean ± std (population)). "
+        f"As context, {MINIATURE} at m = 16 to 256, over 3 seeds (mean ± std (population)). "
         f"At a fixed trained network, P stays within the seed spread ({_cell([0.1, 0.2])} to "
         f"{_cell([0.15, 0.1])}). For networks trained at each m, P falls from {_cell([0.3, 0.2])} "
         f"to {_cell([0.1, 0.1])}. On this miniature alone, the audit's paired t-test over the "
-        "seeds (networks trained at each m) reads: reproduced. The audit's own record "
-        f"(`gradlab audit --measure`) runs a quicker miniature, {QUICK}: its numbers and its "
-        "reading can differ from these. "
+        "seeds, applied to this run (networks trained at each m), reads: reproduced; the audit's "
+        f"own record (`gradlab audit --measure`) runs a quicker miniature, {QUICK}, whose "
+        "numbers and reading can differ from these. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
@@ -306,8 +306,8 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     }
     assert _lines(alone)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
-        f"size; the audit's verdict: holds. As context, {MINIATURE}, m = 16 to 256, 3 seeds "
-        f"(mean ± std (population)). For networks trained at each m, P falls from "
+        f"size; the audit's verdict: holds. As context, {MINIATURE} at m = 16 to 256, over 3 "
+        f"seeds (mean ± std (population)). For networks trained at each m, P falls from "
         f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}."
     )
     # an audit section without records: the summary's verdict, still a finding
@@ -324,8 +324,8 @@ def test_the_batch_size_line_names_the_miniatures_data_network_and_sampler():
                                                                   "claim": {"verdict": "holds"}}},
                                      "")}  # fmt: skip
     line = _lines(sections)[-1]
-    assert ("As context, a miniature (toy strings, TinyNet) with the paper's sampler "
-            "(6 images per class, m/6 classes), m = 16 to 256, ") in line
+    assert ("As context, a miniature was run (toy strings, TinyNet) with the paper's sampler "
+            "(6 images per class, m/6 classes) at m = 16 to 256, ") in line
     assert "its own sampler" not in line
 
 

@@ -120,7 +120,8 @@ def test_a_line_that_starts_no_block_is_text_of_its_paragraph(tmp_path, line, pa
 def test_verdict_cells_are_coloured_and_other_cells_not(tmp_path):
     text = "\n".join(["| claim | verdict |", "|---|---|", "| a | holds |",
                       "| b | **holds with a correction** |", "| c | **FAILS** |",
-                      "| d | *inconclusive* |", "| e | holds mostly |"])  # fmt: skip
+                      "| d | *inconclusive* |", "| e | holds mostly |",
+                      "| f | **holds with correction** |"])  # fmt: skip (f: as 0.2.0 wrote it)
     page = _page(tmp_path, text)
     verdicts = re.findall(r"<td( class=\"[\w-]+\")?>(.*?)</td>", page)[1::2]
     assert verdicts == [
@@ -129,6 +130,7 @@ def test_verdict_cells_are_coloured_and_other_cells_not(tmp_path):
         (' class="fails"', "<strong>FAILS</strong>"),
         (' class="inconclusive"', "<em>inconclusive</em>"),
         ("", "holds mostly"),
+        (' class="holds-with-correction"', "<strong>holds with correction</strong>"),
     ]
     assert "<th>claim</th><th>verdict</th>" in page
 
