@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from gradlab.report.html import markdown_to_html, slug
+from gradlab.report.html import markdown_page, markdown_to_html, slug
 from tests.helpers.images import PNG
 
 
@@ -271,3 +271,27 @@ def test_a_fenced_block_keeps_quotes_a_less_indented_line_and_what_follows_it(tm
     assert re.findall(r"<pre><code>(.*?)</code></pre>", page, re.S) == [
         'say("hi")\nshort', "tail = 'open'"]
     assert "<p>Next.</p>" in page
+
+
+def test_summary_md_numbers_each_figure_with_its_anchor_and_caption():
+    text = ("# R\n\nSee [Figure 2](#figure-2).\n\n![First plot](figures/a.png)\n\n"
+            "  ![Second plot](figures/b.png)  \n\nAfter.\n")  # fmt: skip
+    assert markdown_page(text) == (
+        "# R\n\nSee [Figure 2](#figure-2).\n\n"
+        '<a id="figure-1"></a>\n![First plot](figures/a.png)\n\n**Figure 1.** First plot\n\n'
+        '  <a id="figure-2"></a>\n  ![Second plot](figures/b.png)  \n\n'
+        "  **Figure 2.** Second plot\n\nAfter.\n")  # fmt: skip
+
+
+def test_summary_md_anchors_only_the_headings_a_link_targets_and_leaves_fenced_code():
+    text = "\n".join([
+        "# Report", "", "Read [the audit](#audit-a-b) and [nothing](#nowhere).", "",
+        "## Audit: A & B", "", "## Other", "", "```", "# Audit: A & B",
+        "![not a figure](figures/c.png)", "```", "", "![A figure](figures/d.png)",
+    ])  # fmt: skip
+    assert markdown_page(text) == "\n".join([
+        "# Report", "", "Read [the audit](#audit-a-b) and [nothing](#nowhere).", "",
+        '<a id="audit-a-b"></a>', "", "## Audit: A & B", "", "## Other", "", "```",
+        "# Audit: A & B", "![not a figure](figures/c.png)", "```", "",
+        '<a id="figure-1"></a>', "![A figure](figures/d.png)", "", "**Figure 1.** A figure",
+    ])  # fmt: skip
