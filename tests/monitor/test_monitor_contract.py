@@ -146,6 +146,8 @@ def test_quantities_given_by_name_are_refused_naming_the_classes(tmp_path):
 @pytest.mark.parametrize(("quantities", "said"), [
     ("anatomy", " (a list of quantity objects: pass quantities=[gradlab.monitor.Anatomy()])"),
     ("cheap", " (a preset's name: pass preset='cheap')"),
+    ("margin", " ('margin' is no quantity of gradlab's, whose names are {names})"),
+    ("", ""),  # an empty name: nothing to say but the refusal
     (Loss(), " (a list of quantities: quantities=[Loss(...)])"),
     (["margin"], " ('margin' is no quantity of gradlab's, whose names are {names})"),
     (("x", "y"), " ('x', 'y' are no quantity of gradlab's, whose names are {names})"),
