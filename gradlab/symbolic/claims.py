@@ -757,17 +757,19 @@ def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None
 
     An exact (rational) or infinite value decides by itself. Otherwise the expression is
     evaluated again to 100 digits, SymPy's working precision held to 100 digits (as for
-    ``value``), and once more with a higher cap; it is a witness when the last two agree to 30
-    digits. What an identity leaves of a cancellation changes with the cap, however large it is
-    (``sin(x)**2 + cos(x)**2 - 1``; at ``s = -1000`` the ``-1`` that
-    ``(e^s + 1) e^-s - (1 + e^-s)`` leaves under a cap of 100 digits, at 50 digits and at 100
-    alike), while a true value keeps its leading digits, however small it is. The higher cap
-    is :data:`CONFIRMING_DIGITS` when ``value`` already agrees with the 100-digit value (a
-    sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``), else :data:`REFINING_DIGITS`,
-    which resolves a true value under a cancellation of up to about 200 digits (``exp(s) - 1 -
-    s`` at ``s = 3e-80``, whose 50-digit value is off by a quarter) at little cost, since
-    every residue of an identity takes this path. SymPy raises its working precision only where
-    it meets a cancellation, so a higher cap costs nothing where there is none.
+    ``value``), and once more under a cap of :data:`CONFIRMING_DIGITS`; it is a witness when
+    that last value agrees with the capped 100-digit one to 30 digits. What an identity leaves
+    of a cancellation changes with the cap, however large it is (``sin(x)**2 + cos(x)**2 - 1``;
+    at ``s = -1000`` the ``-1`` that ``(e^s + 1) e^-s - (1 + e^-s)`` leaves under a cap of 100
+    digits, at 50 digits and at 100 alike), while a true value keeps its leading digits, however
+    small it is (a sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``). The 50-digit
+    value is not compared: under a cancellation of more than about 100 digits it keeps fewer
+    than 30 (``exp(s) - 1 - s`` at ``s = 3e-80`` is off by a quarter). When it differs from the
+    100-digit value, as every residue's does, a cap of :data:`REFINING_DIGITS` is tried first:
+    most residues change there already, at little cost, and what does not change (at
+    ``s = -600`` the identity above leaves ``8.9e-103`` under both caps) meets the last cap.
+    SymPy raises its working precision only where it meets a cancellation, so a higher cap
+    costs nothing where there is none.
     """
     if value.is_infinite or value.is_Rational:
         return value if value != 0 else None
@@ -780,10 +782,11 @@ def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None
     rough = _difference_at(expression, point, 100, working=100)
     if rough.has(sp.nan) or not rough.is_number:  # no 100-digit value: nothing confirms it
         return None
-    cap = CONFIRMING_DIGITS if agree(value, rough) else REFINING_DIGITS
-    fine = _difference_at(expression, point, 100, working=cap)
-    if fine.has(sp.nan) or not fine.is_number or fine == 0 or not agree(rough, fine):
-        return None
+    caps = (CONFIRMING_DIGITS,) if agree(value, rough) else (REFINING_DIGITS, CONFIRMING_DIGITS)
+    for cap in caps:
+        fine = _difference_at(expression, point, 100, working=cap)
+        if fine.has(sp.nan) or not fine.is_number or fine == 0 or not agree(rough, fine):
+            return None
     return fine
 
 
