@@ -608,3 +608,29 @@ def test_a_true_difference_under_a_cancellation_of_over_100_digits_is_a_witness(
     shown = sp.N(point**2 / 2 + point**3 / 6, 8)  # the rest changes none of its 8 digits
     assert verdict == Verdict("fails", f"printed minus true is {shown!s} at s = {point} "
                                        f"{CONFIRMED}")  # fmt: skip
+
+
+def test_the_stand_ins_of_two_functions_of_two_arguments_are_the_documented_polynomials():
+    # the k-th function (in name order): k + 3 + T_k(u1) + T_(k+1)(u2) + (k + 1 + (k + 2) u1
+    # + (k + 2)^2 u2) u1 u2, T_k(u) = sum_(i=1..7) (-1)^(i(k+1)) (k + 2i + 1)/(k + i + 1) u^i
+    import re
+
+    u1, u2 = sp.symbols("d e", positive=True)
+    A, B = sp.Function("A"), sp.Function("B")
+
+    def terms(u, k):
+        return sum(sp.Rational((-1) ** (i * (k + 1)) * (k + 2 * i + 1), k + i + 1) * u**i
+                   for i in range(1, 8))  # fmt: skip
+
+    def documented(k):
+        mixed = (k + 1 + (k + 2) * u1 + (k + 2) ** 2 * u2) * u1 * u2
+        return sp.expand(k + 3 + terms(u1, k) + terms(u2, k + 1) + mixed)
+
+    verdict = symbolic_equality(A(u1, u2) + B(u1, u2), sp.Integer(0), [u1, u2],
+                                sampler=lambda generator: {u1: 3, u2: 2})  # fmt: skip
+    match = re.fullmatch(r"printed minus true is \S+ at d = 3, e = 2 \(exact evaluation, "
+                         r"with A\(d, e\) = (.+), B\(d, e\) = (.+)\)\.",
+                         verdict.detail)  # fmt: skip
+    assert match is not None, verdict.detail
+    shown = [sp.sympify(text, locals={"d": u1, "e": u2}) for text in match.groups()]
+    assert [sp.expand(polynomial - documented(k)) for k, polynomial in enumerate(shown)] == [0, 0]
