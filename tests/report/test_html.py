@@ -295,3 +295,8 @@ def test_summary_md_anchors_only_the_headings_a_link_targets_and_leaves_fenced_c
         "# Audit: A & B", "![not a figure](figures/c.png)", "```", "",
         '<a id="figure-1"></a>', "![A figure](figures/d.png)", "", "**Figure 1.** A figure",
     ])  # fmt: skip
+
+
+def test_summary_md_leaves_an_indented_fence_as_written():
+    text = "- item\n\n  ```\n  ![not a figure](figures/c.png)\n  ```\n"
+    assert markdown_page(text) == text
