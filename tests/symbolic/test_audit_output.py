@@ -872,3 +872,51 @@ def test_the_terminal_table_reads_records_without_a_detail():
     # format_table needs no detail (a record written by hand, as in its example)
     record = {"seed": "mine", "label": "eq1", "verdict": "holds", "claim": {"statement": "s"}}
     assert "  eq1 holds" in format_table([record], width=60)
+
+
+def _changed_of(printed: str, corrected: str) -> list[str]:
+    """The "- changed:" lines of the audit Markdown for a claim printed as the text
+    ``printed`` whose correction ``corrected`` holds (text forms, no left-hand side)."""
+    claim = Claim("mine", "eq1", "a text", Form(printed),
+                  lambda form: decide(form.value == corrected, "ok", "differs"),
+                  correction=Form(corrected))  # fmt: skip
+    return [line for line in format_markdown(run_audit([claim])).splitlines()
+            if line.startswith("- changed: ")]
+
+
+A, B = "a" * 50, "b" * 50
+
+
+@pytest.mark.parametrize(("printed", "corrected", "shown"), [
+    # one character apart in the middle: 15 characters of context either side, cut with ...
+    (A + "X" + B, A + "Y" + B, f"`...{'a' * 15}X{'b' * 15}...` -> `...{'a' * 15}Y{'b' * 15}...`"),
+    # apart at the very start, or at the very end: no ... on that side
+    ("X" + B + B, "Y" + B + B, f"`X{'b' * 15}...` -> `Y{'b' * 15}...`"),
+    (A + A + "X", A + A + "Y", f"`...{'a' * 15}X` -> `...{'a' * 15}Y`"),
+    # an insertion: the printed stretch is the context alone
+    (A + B, A + "ZZ" + B, f"`...{'a' * 15}{'b' * 15}...` -> `...{'a' * 15}ZZ{'b' * 15}...`"),
+    # one more character at the end of a run: the common end does not reach into the start
+    ("a" * 100, "a" * 101, f"`...{'a' * 15}` -> `...{'a' * 16}`"),
+    # 81 characters: long enough to be shown; an odd common end (85 characters)
+    ("X" + "b" * 80, "Y" + "b" * 80, f"`X{'b' * 15}...` -> `Y{'b' * 15}...`"),
+    ("X" + "b" * 85, "Y" + "b" * 85, f"`X{'b' * 15}...` -> `Y{'b' * 15}...`"),
+    # apart at both ends: each shown whole
+    ("X" + "b" * 90 + "X", "Y" + "b" * 90 + "Y", f"`X{'b' * 90}X` -> `Y{'b' * 90}Y`"),
+    # an a inserted where a's end: the common end stops at the common start
+    ("a" * 40 + "b" * 60, "a" * 41 + "b" * 60,
+     f"`...{'a' * 15}{'b' * 15}...` -> `...{'a' * 16}{'b' * 15}...`"),
+], ids=["middle", "start", "end", "insertion", "run", "81-characters", "odd-end", "both-ends",
+        "inserted-in-a-run"])  # fmt: skip
+def test_the_changed_stretch_of_a_long_correction_is_cut_at_15_characters(printed, corrected,
+                                                                          shown):
+    assert _changed_of(printed, corrected) == [f"- changed: {shown}"]
+
+
+@pytest.mark.parametrize(("printed", "corrected"), [
+    ("X" + "b" * 79, "Y" + "b" * 79),  # 80 characters: short enough to compare by eye
+    (A + "\n" + B, A + "\nY" + B),  # lines of their own: shown whole
+    (A + B, A + "\n" + B),
+    (A + "\n" + B, A + B),
+], ids=["80-characters", "both-multi-line", "correction-multi-line", "printed-multi-line"])
+def test_a_short_or_multi_line_correction_has_no_changed_stretch(printed, corrected):
+    assert _changed_of(printed, corrected) == []
