@@ -516,3 +516,23 @@ def test_the_batch_size_line_says_the_networks_trained_at_each_m_took_other_step
                                "change": "within_spread"}}  # fmt: skip
     region["p_vs_batch_size_summary"]["settings"] = fixed
     assert "optimizer steps" not in _lines({"operating_region": (region, "")})[-1]
+
+
+def test_the_loss_line_lists_every_loss_within_the_best_ones_spread():
+    runs = {name: {"metrics": {"MAP@R": values}}
+            for name, values in (("A", [0.5, 0.7]), ("B", [0.45, 0.65]), ("C", [0.4, 0.7]))}
+    summary = {"metric": "MAP@R", "best": "A", "tied": ["B", "C"], "apart": {}}
+    results = {"losses": runs, "before": {"MAP@R": [0.2, 0.2]}, "summary": summary,
+               "seeds": [0, 1], "settings": {"steps": 9}}  # fmt: skip
+    line = _lines({"losses": (results, "## Losses")})[2]
+    assert " Within the seed spread of it: B, C. " in line
+
+
+def test_a_batch_size_measurement_without_settings_says_nothing_of_steps():
+    # results written before the measurement recorded its settings
+    settings = {"trained_at_m": {"first": [0.3, 0.2], "last": [0.1, 0.1], "change": "falls"}}
+    batch = {key: value for key, value in BATCH.items() if key != "settings"}
+    region = {"p_vs_batch_size": batch,
+              "p_vs_batch_size_summary": {"settings": settings, "claim": {"verdict": "holds"}}}
+    line = _lines({"operating_region": (region, "")})[-1]
+    assert line.endswith(f"P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}.")

@@ -79,3 +79,13 @@ def test_the_grouping_sentence_follows_the_measured_rows():
     agrees = {**GROUPING, "rows": [ROWS[0], {**ROWS[1], "equals_classes": True}]}
     text = pml_grouping_sentence(agrees)
     assert "another grouping" not in text and "in these batches (4 x 4, 28 x 4)" in text
+
+
+def test_one_slip_of_the_derivation_is_worded_in_the_singular():
+    records = [_record(BLEEKER, "eq1", "holds"), _record(BLEEKER, "eq8", "holds-with-correction",
+                                                         "sign")]  # fmt: skip
+    first = _findings(records)[0]
+    assert first.startswith("- Bleeker & de Rijke (2022)'s SmoothAP gradient derivation: 1 of "
+                            "its printed steps is wrong as printed, from 1 distinct slip: ")
+    two = _findings([*records, _record(BLEEKER, "eq9", "holds-with-correction", "sign")])[0]
+    assert "2 of its printed steps are wrong as printed, from 1 distinct slip: " in two

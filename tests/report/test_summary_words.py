@@ -15,6 +15,7 @@ from gradlab.report.summaries import (
     distinct_problems,
     problem_key,
     trend,
+    with_verb,
 )
 
 
@@ -94,3 +95,9 @@ def test_a_curve_pinned_at_its_bound_with_alike_seeds_is_saturated_not_a_trend()
     assert trend(curves, SIZES, "P") == (
         f"P is saturated, so it shows no trend: {first} at m=16, {last} at m=1024"
     )
+
+
+@pytest.mark.parametrize(("count", "said"), [(0, "0 are"), (1, "1 is"), (2, "2 are"),
+                                             (37, "37 are")])  # fmt: skip
+def test_a_count_takes_the_verb_that_agrees_with_it(count, said):
+    assert with_verb(count, "is", "are") == said
