@@ -150,3 +150,27 @@ def test_a_run_below_chance_whose_embeddings_collapsed_is_listed_as_untrained_an
     finding = FINDERS["scenes"](results)[0].text
     assert "(R@1 not at least 2 x chance both ways): VSRN with VSE++ max-violation." in finding
     assert "embeddings collapsed" not in finding
+
+
+def _summary_with_uniformity(histories: list[list[float]], r1: float = 0.45) -> dict:
+    """The summary of one run whose image uniformity per seed is ``histories``."""
+    run = _run(r1, 420.0, 10.0, 0.2)
+    run["geometry"]["uniformity_images"] = histories
+    results = {"settings": {"test_scenes": 500, "captions_per_image": 5}, "seeds": [0, 1],
+               "runs": {"VSRN": {"NT-Xent": run}}}  # fmt: skip
+    return digit_scenes.summarize(results)
+
+
+def test_collapse_is_read_at_the_last_logged_step_and_strictly_above_the_threshold():
+    at = digit_scenes.collapse_uniformity()
+    # collapsed at the second step only, recovered by the last: not collapsed
+    assert _summary_with_uniformity([[-2.0, -0.001, -2.0]] * 2)["apart"] == {"VSRN": {}}
+    # exactly at the threshold at the last step: not above it
+    assert _summary_with_uniformity([[-2.0, -2.0, at]] * 2)["apart"] == {"VSRN": {}}
+    apart = _summary_with_uniformity([[-2.0, -2.0, -0.001]] * 2)["apart"]["VSRN"]["NT-Xent"]
+    assert apart["collapsed"] == {"images": -0.001}
+
+
+def test_a_run_below_chance_that_did_not_collapse_carries_no_collapsed_entry():
+    apart = _summary_with_uniformity([[-2.0, -2.0]] * 2, r1=0.001)["apart"]["VSRN"]["NT-Xent"]
+    assert apart["below_chance"] is True and "collapsed" not in apart
