@@ -207,10 +207,10 @@ class GradlabCallback(Callback):
         self._warned_unattached = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys the module logs itself, under gradlab's names
-        self._stepped = False  # whether Lightning ever ran on_before_optimizer_step's step()
         # The Trainer (weakly) and the folder of the last fit: its next fit goes on there.
         self._last_fit: tuple[weakref.ref, Path] | None = None
         self._restored = False  # a copy unpickled with a checkpoint, never set up since
+        self._synced_step: int | None = None  # the Trainer's step last given to the Monitor
 
     def __getstate__(self) -> dict:
         """Pickled without its Monitor (open files) and its Trainer: a checkpoint's
@@ -326,7 +326,7 @@ class GradlabCallback(Callback):
         if stage != "fit":
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
-        self._trainer, self._stepped, self._restored = trainer, False, False
+        self._trainer, self._restored, self._synced_step = trainer, False, None
         if _tuner_search(trainer):  # lr_find / scale_batch_size: no training to log
             return
         options = self.options
@@ -415,9 +415,12 @@ class GradlabCallback(Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         # The Monitor's steps are the Trainer's (a fit resumed from a checkpoint at step k logs
-        # k, k + 1, ...): its loggers then hold gradlab's values at their own steps.
-        if self.monitor is not None:
-            self.monitor.step_count = int(trainer.global_step)
+        # k, k + 1, ...): its loggers then hold gradlab's values at their own steps. Given only
+        # when the Trainer's step moved: a raw optimizer under manual optimization never moves
+        # it, and a Monitor the user steps by hand then counts its own steps (not step 0 again).
+        step = int(trainer.global_step)
+        if self.monitor is not None and step != self._synced_step:
+            self.monitor.step_count, self._synced_step = step, step
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         monitor = self.monitor
@@ -427,13 +430,12 @@ class GradlabCallback(Callback):
             self._warn_closed_during_training(monitor)
             return
         record = monitor.step()
-        self._stepped = True
         if record is not None and self.forward_to_loggers and not self._warned_taken:
             self._warn_taken_keys(trainer, record)
 
     def on_train_end(self, trainer, pl_module) -> None:
         monitor = self.monitor
-        if (monitor is not None and monitor.calls and not monitor.closed and not self._stepped
+        if (monitor is not None and monitor.calls and not monitor.closed and not monitor.stepped
                 and getattr(pl_module, "automatic_optimization", True) is False):  # fmt: skip
             self._warn_never_stepped(monitor)
             with warnings.catch_warnings():  # the Monitor's own, said above with its cause

@@ -309,6 +309,23 @@ class Monitor:
         self._step_count = value
 
     @property
+    def stepped(self) -> bool:
+        """Whether :meth:`step` has been called on this Monitor (by the user, or by a trainer's
+        callback): a Monitor that was never stepped has logged nothing but a last step.
+
+        Example:
+            >>> import tempfile
+            >>> monitor = Monitor(tempfile.mkdtemp(), preset="cheap")
+            >>> monitor.stepped
+            False
+            >>> _ = monitor.step()  # no watched call yet: nothing to log, but a step
+            >>> monitor.stepped
+            True
+            >>> monitor.close()
+        """
+        return self._stepped
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has run: a closed Monitor reads and logs nothing more.
 

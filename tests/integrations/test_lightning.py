@@ -528,10 +528,11 @@ def test_a_sink_beside_a_logger_of_its_backend_warns_that_each_value_is_logged_t
 class _ManualRetrieval(LitRetrieval):
     """Manual optimization; ``raw``: the optimizer itself is stepped, not Lightning's wrapper."""
 
-    def __init__(self, loss_fn, raw: bool):
+    def __init__(self, loss_fn, raw: bool, callback: GradlabCallback | None = None):
         super().__init__(loss_fn)
         self.automatic_optimization = False
         self.raw = raw
+        self.callback = callback  # given: its Monitor is stepped by hand after each step
 
     def training_step(self, batch, batch_idx):
         optimizer = self.optimizers(use_pl_optimizer=not self.raw)
@@ -540,6 +541,8 @@ class _ManualRetrieval(LitRetrieval):
         optimizer.zero_grad()
         self.manual_backward(loss)
         optimizer.step()
+        if self.callback is not None:
+            self.callback.monitor.step()
 
 
 @pytest.mark.parametrize("raw", [True, False])
@@ -567,3 +570,19 @@ def test_manual_optimization_that_steps_the_raw_optimizer_is_told_why_nothing_is
         f"{str(tmp_path / 'run')!r}: under manual optimization step the LightningOptimizer that "
         "self.optimizers() returns (optimizer.step()), not the optimizer itself "
         "(self.optimizers(use_pl_optimizer=False))"]
+
+
+def test_manual_optimization_that_steps_the_monitor_by_hand_logs_and_is_not_told_otherwise(
+    tmp_path,
+):
+    # the callback warned "nothing was logged" when it had not stepped the Monitor itself,
+    # though the user's training_step had, and every step was logged
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = _ManualRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), raw=True,
+                              callback=callback)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_trainer(max_epochs=1, callbacks=[callback], logger=False).fit(module, loader(3))
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [str(w.message) for w in caught if "never" in str(w.message)] == []
