@@ -113,14 +113,15 @@ _CALLBACKS: weakref.WeakSet[GradlabTrainerCallback] = weakref.WeakSet()
 
 
 def _holding(folder: object, asking: GradlabTrainerCallback) -> GradlabTrainerCallback | None:
-    """Another callback of this process whose open Monitor writes into ``folder``, or None;
-    None too when this process does not hold the folder's lock (another process does)."""
+    """Another callback of this process whose open Monitor holds ``folder``'s lock, or None;
+    None too when another process holds it, or another Monitor of this process (a plain one,
+    while a callback that opened its Monitor there has logged nothing: no claim yet)."""
     wanted = Path(str(folder)).resolve()
     if not held_here(wanted):
         return None
     for callback in list(_CALLBACKS):
         monitor = callback.monitor
-        if callback is not asking and monitor is not None and (
+        if callback is not asking and monitor is not None and monitor.folder.claimed and (
             Path(str(monitor.log_dir)).resolve() == wanted
         ):  # fmt: skip (a callback's Monitor is None once its train() ended)
             return callback

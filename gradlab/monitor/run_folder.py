@@ -481,6 +481,11 @@ class RunFolder:
             self.release()
             raise
 
+    @property
+    def claimed(self) -> bool:
+        """Whether this folder holds its claim now (:meth:`claim` ran, :meth:`release` not yet)."""
+        return self._token is not None
+
     def release(self) -> None:
         """Give the claim back, once (no op when not claimed)."""
         if self._token is not None:

@@ -166,6 +166,32 @@ def test_a_folder_held_by_a_plain_monitor_is_not_blamed_on_a_callback(tmp_path):
     holder.close()
 
 
+def test_a_folder_a_plain_monitor_claimed_is_not_blamed_on_a_callback_yet_to_log_there(tmp_path):
+    # callback A opened its Monitor on the folder and logged nothing (no claim); a plain
+    # Monitor of the process then claimed it: B's refusal blamed A, as the folder's lock was
+    # this process's and A's Monitor pointed there
+    folder = tmp_path / "run"
+    args = SimpleNamespace(output_dir=None, logging_steps=1)
+    first = GradlabTrainerCallback(folder, preset="cheap")
+    first.on_train_begin(args, SimpleNamespace(global_step=0, logging_steps=None), None)
+    holder = gradlab.Monitor(folder, preset="cheap", every=1)
+    loss_fn = holder.watch(gradlab.NTXentLoss(0.05))
+    loss_fn(*scores_and_positives(0)).backward()
+    holder.step()  # its first record: the folder is claimed
+    with pytest.raises(GradlabError) as by_monitor:
+        gradlab.Monitor(folder, preset="cheap")
+    second = GradlabTrainerCallback(folder, preset="cheap")
+    with pytest.raises(GradlabError) as by_callback:
+        second.on_train_begin(args, SimpleNamespace(global_step=0, logging_steps=None), None)
+    assert "of this very process" in str(by_monitor.value)
+    assert str(by_callback.value) == str(by_monitor.value)
+    holder.close()
+    # A's end writes its header, and finds the plain Monitor's run there: runs never merge
+    with pytest.raises(GradlabError, match="already holds a run"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # A's Monitor logged nothing: it says so
+        first.on_train_end(args, None, None)
+
+
 def test_another_callback_training_in_the_process_keeps_its_folder(tmp_path):
     other = GradlabTrainerCallback(tmp_path / "other", preset="cheap")
     other.on_train_begin(SimpleNamespace(output_dir=None, logging_steps=1),
