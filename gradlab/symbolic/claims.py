@@ -625,7 +625,10 @@ def _sign(symbol: sp.Symbol, signs: random.Random) -> int:
 
 def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=None):
     generator = random.Random(seed)
-    signs = random.Random(-seed)  # its own stream: the magnitudes are those of positive symbols
+    # A stream of its own, so that the magnitudes are those of positive symbols and a sign is
+    # independent of its magnitude (Random(-seed) is Random(seed): an int seed's sign is
+    # dropped, and the first symbol's sign then came from its own numerator's bits).
+    signs = random.Random(f"signs {seed}")
     for _ in range(count):
         if sampler is not None:
             yield sampler(generator)

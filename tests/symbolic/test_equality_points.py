@@ -228,3 +228,28 @@ def test_the_mixed_partials_of_two_functions_of_two_arguments_are_no_multiples()
     assert _verdict(2 * sp.diff(F(X, y), X, y), sp.diff(G(X, y), X, y), (X, y)) == "fails"
     assert _verdict(sp.diff(F(X, y), X, y) + sp.diff(G(X, y), X, y),
                     sp.diff(F(X, y) + G(X, y), X, y), (X, y)) == "holds"  # fmt: skip
+
+
+def test_a_default_coordinate_s_sign_is_drawn_apart_from_its_magnitude():
+    # the signs' stream was random.Random(-seed), which is random.Random(seed) (an int seed's
+    # sign is dropped): the first point's sign came from the bits of its own magnitude, so an
+    # integer of either sign at most 32 in magnitude was never negative there
+    k = sp.Symbol("k", integer=True)
+    seen = []
+
+    class Spy(sp.Function):  # records the integer it is evaluated at, and is that integer
+        @classmethod
+        def eval(cls, arg):
+            if arg.is_Integer:
+                seen.append(int(arg))
+                return arg
+            return None
+
+    firsts = []
+    for points in range(1, 80):  # each count of points draws from its own seed
+        seen.clear()
+        sp.core.cache.clear_cache()  # else Spy(30) is answered from the cache, unrecorded
+        assert symbolic_equality(Spy(k), k, [k], points=points).verdict == "holds"
+        firsts.append(seen[0])
+    kinds = {(value > 0, abs(value) <= 32) for value in firsts}
+    assert kinds == {(True, True), (True, False), (False, True), (False, False)}
