@@ -147,6 +147,7 @@ def restart_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
         json.dump(seen, handle)
     torch.distributed.barrier()
+    del optimizer, model  # DDP's reducer gone before its process group (see workers.py)
     torch.distributed.destroy_process_group()
 
 

@@ -128,6 +128,9 @@ def temperature_ddp_worker(rank: int, world: int, init_file: str, log_dir: str) 
         monitor.step()
     torch.save(module.logit_scale.grad, f"{log_dir}_rank{rank}_grad.pt")
     torch.distributed.barrier()
+    # DDP's reducer gone before its process group (a teardown abort, "terminate called without
+    # an active exception", was seen once under load with it freed after, at the return)
+    del model
     torch.distributed.destroy_process_group()
 
 
