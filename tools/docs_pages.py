@@ -181,6 +181,7 @@ def readme_findings(root: Path) -> str:
     batch = load_json(root, "figures/studies/p_vs_batch_size.json")
     records = load_json(root, AUDIT_JSON)
     (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch, "audit_records": records})
+    holds = sum(r["verdict"] == "holds" for r in records)
     corrected = sum(r["verdict"] == "holds-with-correction" for r in records)
     fails = sum(r["verdict"] == "fails" for r in records)
     untestable = sum(r["verdict"] == "not-testable-here" for r in records)
@@ -191,9 +192,9 @@ def readme_findings(root: Path) -> str:
     from gradlab.report.findings import in_texts, problems_by_paper
 
     # "17 claims" alone read as the claims checked (the table's 16 and 20)
-    per_paper = "; ".join(
-        f"{paper}: {distinct_problems(mine)} problems across {len(mine)} of its claims"
-        f"{in_texts(mine)}" for paper, mine in problems_by_paper(records).items()
+    per_paper = "".join(
+        f"\n    - {paper}: {distinct_problems(mine)} problems across {len(mine)} of its claims"
+        f"{in_texts(mine)};" for paper, mine in problems_by_paper(records).items()
     )
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
@@ -206,13 +207,14 @@ def readme_findings(root: Path) -> str:
              else machine["device"])  # fmt: skip
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
-        f"by computation: {with_verb(corrected, 'is', 'are')} wrong as printed, with a "
-        "correction that holds (each correction checked by the same computation), and "
-        f"{with_verb(fails, 'is', 'are')} wrong with no correction that holds; together they show "
-        f"{problems} distinct problems (claims that share one root cause count once; "
-        f"{per_paper}); "
-        f"{untestable} claims about the authors' experiments are not testable here "
-        "([the audit, per paper](docs/audit.md)).\n"
+        "by computation ([the audit, per paper](docs/audit.md)):\n"
+        f"  - {with_verb(holds, 'holds', 'hold')} as printed;\n"
+        f"  - {with_verb(corrected, 'is', 'are')} wrong as printed, with a correction that holds "
+        "(each correction checked by the same computation), and "
+        f"{with_verb(fails, 'is', 'are')} wrong with no correction that holds;\n"
+        f"  - together they show {problems} distinct problems (claims that share one root cause "
+        f"count once):{per_paper[:-1]}.\n"
+        f"  - {untestable} claims about the authors' experiments are not testable here.\n"
         f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} "
         "([studies](docs/studies.md#studies-on-real-pixels-with-seed-spreads))\n"
         f"- **Speed.** gradlab's SmoothAP differentiates only the positive rows: at B = "

@@ -136,8 +136,11 @@ def test_the_readme_finding_gives_claims_and_distinct_problems_per_paper():
         if record["verdict"] in ("holds-with-correction", "fails"):
             seed = SEEDS[record["seed"]]
             papers.setdefault(f"{seed.authors} ({seed.year})", []).append(record)
-    finding = next(line for line in (ROOT / "README.md").read_text().splitlines()
-                   if line.startswith("- **The audit**"))  # fmt: skip
+    readme = (ROOT / "README.md").read_text()
+    # the finding and its nested lines, up to the next finding
+    finding = re.search(r"^- \*\*The audit\*\*.*?(?=^- )", readme, re.S | re.M)[0]
+    holding = sum(record["verdict"] == "holds" for record in records)
+    assert f"\n  - {holding} hold as printed;\n" in finding
     assert len(papers) >= 2
     for paper, mine in papers.items():
         problems = len({r["cause"] or r["id"] for r in mine})
