@@ -532,19 +532,34 @@ def test_a_fit_that_never_stepped_without_manual_optimization_gets_no_manual_adv
 def test_a_monitor_stepped_by_hand_under_manual_optimization_logs_its_last_step_at_the_end(
     tmp_path,
 ):
-    # step 1 is off the schedule (every=2): the end of training logs it, as after any fit
+    # step 1 is off the schedule (every=2): the end of training logs it, as after any fit. A
+    # raw optimizer leaves the Trainer's step at 0: the Monitor counts its own steps (each
+    # batch's start set it back to 0), and the end does not say that nothing was logged
     trainer = stand_in_trainer(tmp_path)
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=2)
     watched = callback.watch(gradlab.SmoothAPLoss(0.05))
     callback.setup(trainer, None, "fit")
-    for embeddings, labels in batches(2):
+    trainer.global_step = 0
+    for index, (embeddings, labels) in enumerate(batches(2)):
+        callback.on_train_batch_start(trainer, None, (embeddings, labels), index)
         watched(embeddings, labels).backward()
         callback.monitor.step()  # by hand: Lightning's hook never runs
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         callback.on_train_end(trainer, SimpleNamespace(automatic_optimization=False))
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1]
+    assert [str(w.message) for w in caught] == []
+
+
+def test_a_batch_start_before_setup_or_after_the_end_does_nothing(tmp_path):
+    # no Monitor to give the Trainer's step to (a fit that was never set up, or whose end
+    # closed it): the hook does nothing, whatever the step
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap")
+    trainer.global_step = 3
+    callback.on_train_batch_start(trainer, None, None, 0)
+    assert callback.monitor is None and not (tmp_path / "run").exists()
 
 
 def test_a_loss_of_a_callback_pickled_by_gradlab_0_2_0_is_taken_over_quietly(tmp_path):
