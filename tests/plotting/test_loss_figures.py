@@ -110,6 +110,18 @@ def test_the_lemma_figure_counts_the_negatives_beyond_its_range_or_widens_it(fig
     assert len(axis.get_xlabel().splitlines()) == 1
 
 
+def test_the_lemma_figure_keeps_negatives_at_the_ends_of_its_range_inside_it(figures):
+    # -3 and 3 are on the axis: a non-zero value there needs no wider range, and they are not
+    # counted beyond it
+    result = _lemma()
+    result["position"] = [*result["position"][:3], -3.0, 3.0]
+    result["measured"][3] = result["measured"][4] = 0.5
+    module.plot_lemma1(result, "l.png")
+    axis = figures[-1].axes[0]
+    assert axis.get_xlim() == (-3, 3)
+    assert len(axis.get_xlabel().splitlines()) == 1
+
+
 def _cost() -> dict:
     timings = []
     for loss, slope in (("SmoothAP", 2.0), ("FastAP", 1.0)):
