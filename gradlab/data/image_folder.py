@@ -258,6 +258,8 @@ def image_folder(
         entries = _read_online_products(root, split)
     else:
         entries = _class_halves(root, split)
+    if layout != "class-halves":  # a folder holds each file once
+        _refuse_repeats(entries, list_file if layout == "list" else root / f"Ebay_{split}.txt")
     missing = [path for path, _ in entries if not path.is_file()]
     if missing:
         # a list's path may hold spaces: one that is missing may be a line of three words
@@ -281,6 +283,27 @@ def image_folder(
         labels=torch.tensor(labels, dtype=torch.long),
         class_names=list(names),
         transform=transform,
+    )
+
+
+def _refuse_repeats(entries: list[tuple[Path, str]], listing: object) -> None:
+    """Refuse a list (a list file, ``Ebay_*.txt``) that names one image more than once: a
+    repeated test image is its own nearest neighbour (recall at 1 of an untrained network
+    rises to 1), and a repeated training image counts as two images of its class. Paths are
+    compared as written, normalised (``a/./b.png`` is ``a/b.png``), without reading the disk."""
+    seen: dict[str, list[str]] = {}
+    for path, label in entries:
+        seen.setdefault(os.path.normpath(path), []).append(label)
+    repeated = {path: labels for path, labels in seen.items() if len(labels) > 1}
+    if not repeated:
+        return
+    path, labels = next(iter(repeated.items()))
+    under = (f"under labels {', '.join(repr(label) for label in dict.fromkeys(labels))}"
+             if len(set(labels)) > 1 else f"each time under label {labels[0]!r}")
+    raise GradlabError(
+        f"{str(listing)!r} names {len(repeated)} image(s) more than once (the first: "
+        f"{path!r}, {len(labels)} times, {under}); list each image once: a repeated test image "
+        "retrieves its own copy, and a repeated training image counts twice in its class"
     )
 
 

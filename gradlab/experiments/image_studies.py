@@ -388,6 +388,18 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"study would train and measure retrieval on the same images; "
                                f"got split={split!r}")  # fmt: skip
         test = image_folder(data, test_split, layout=layout, image_size=image_size)
+        # Ebay_test.txt may repeat lines of Ebay_train.txt (a merged or hand-made copy); the
+        # class halves are apart by construction, and the check costs no image read
+        trained = {Path(path).resolve() for path in image_folder(
+            data, split, layout=layout, image_size=image_size).paths}
+        seen = [path for path in test.paths if Path(path).resolve() in trained]
+        if seen:
+            raise GradlabError(
+                f"the evaluation split {test.split!r} must hold other images than the training "
+                f"split {split!r}; {len(seen)} of its {len(test)} images are in both (the "
+                f"first: {str(seen[0])!r}): retrieval would be measured on images the study "
+                "trained on"
+            )
     check_images(test.paths, f"images in the {test.split} split")
     counts = torch.bincount(test.labels, minlength=len(test.class_names))
     if not bool((counts >= 2).any()):  # every average would run over no query: all NaN

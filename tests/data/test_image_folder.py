@@ -4,6 +4,7 @@ bundled digits, class-disjoint splits, the transforms, and one-line errors for b
 from __future__ import annotations
 
 import math
+import os
 import re
 
 import numpy
@@ -303,6 +304,40 @@ def test_a_list_file_line_with_more_words_names_how_it_was_split(tmp_path):
         f"e.g. {str(tmp_path / 'a' / '0.png 3')!r} (each line of {str(listing)!r} is "
         "'path label': the label is its last word, and the words before it the path)"
     )
+
+
+@pytest.mark.parametrize(("lines", "said"), [
+    (["a/0.png 3", "a/1.png 3", "a/0.png 3"], "'{a0}', 2 times, each time under label '3'"),
+    (["a/0.png 3", "./a/0.png 4", "a/1.png 3", "a//1.png 3", "a/0.png 5"],
+     "'{a0}', 3 times, under labels '3', '4', '5'"),
+])  # fmt: skip
+def test_a_list_file_naming_an_image_twice_is_refused(tmp_path, lines, said):
+    # a test list written out twice was read as twice the images: each retrieved its own copy
+    # (an untrained network's recall at 1 rose to 1), and in training a class of two images
+    # listed twice passed for four
+    (tmp_path / "a").mkdir()
+    for name in ("0.png", "1.png"):
+        Image.new("RGB", (4, 4)).save(tmp_path / "a" / name)
+    listing = tmp_path / "list.txt"
+    listing.write_text("\n".join(lines) + "\n")
+    repeated = 2 if len(lines) > 3 else 1
+    assert _message(lambda: image_folder(tmp_path, "mine", list_file=listing)) == (
+        f"{str(listing)!r} names {repeated} image(s) more than once (the first: "
+        + said.format(a0=os.path.normpath(tmp_path / "a" / "0.png")) + "); list each image "
+        "once: a repeated test image retrieves its own copy, and a repeated training image "
+        "counts twice in its class")
+
+
+def test_an_online_products_list_naming_an_image_twice_is_refused(online_products, tmp_path):
+    listing = (online_products / "Ebay_test.txt").read_text().splitlines()
+    (tmp_path / "Ebay_test.txt").write_text("\n".join([*listing, listing[1]]) + "\n")
+    path = listing[1].split()[3]
+    assert _message(lambda: image_folder(tmp_path, "test", layout="online-products",
+                                         image_size=8)) == (
+        f"{str(tmp_path / 'Ebay_test.txt')!r} names 1 image(s) more than once (the first: "
+        f"{str(tmp_path / path)!r}, 2 times, each time under label {listing[1].split()[1]!r}); "
+        "list each image once: a repeated test image retrieves its own copy, and a repeated "
+        "training image counts twice in its class")
 
 
 def test_comment_lines_of_a_list_file_are_skipped(tmp_path):

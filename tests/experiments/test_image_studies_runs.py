@@ -1001,6 +1001,35 @@ def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_image
     assert capsys.readouterr().err == ""  # before any run
 
 
+@pytest.mark.parametrize("function", [study.loss_comparison_on_images, study.anatomy_on_images])
+def test_an_online_products_test_list_that_repeats_training_images_is_refused(
+    halves, tmp_path, capsys, function
+):
+    # Ebay_test.txt holding lines of Ebay_train.txt (a merged copy) was accepted: retrieval
+    # measured on trained images; a list file's overlap was refused already
+    paths = sorted(p.relative_to(halves).as_posix() for p in halves.glob("digit_*/*.png"))
+    rows = {"train": [], "test": []}
+    for image_id, path in enumerate(paths, start=1):
+        label = int(path.split("/")[0].split("_")[1])
+        rows["train" if label < CLASSES // 2 else "test"].append(f"{image_id} {label} 1 {path}")
+    rows["test"].append(rows["train"][0])  # one training image listed for evaluation too
+    for split, lines in rows.items():
+        (halves / f"Ebay_{split}.txt").write_text(
+            "\n".join(["image_id class_id super_class_id path", *lines]) + "\n")
+    try:
+        with pytest.raises(GradlabError) as refused:
+            function(halves, batch_sizes=[8], **SMALL)
+    finally:
+        for split in rows:
+            (halves / f"Ebay_{split}.txt").unlink()
+    assert str(refused.value) == (
+        f"the evaluation split 'test' must hold other images than the training split 'train'; "
+        f"1 of its {len(rows['test'])} images are in both (the first: "
+        f"{str(halves / rows['train'][0].split()[3])!r}): retrieval would be measured on "
+        "images the study trained on")
+    assert capsys.readouterr().err == ""  # before any run
+
+
 @pytest.mark.slow
 def test_the_evaluation_split_follows_the_layout_given_not_the_one_detected(halves, tmp_path):
     """Class folders that also hold Online Products' files (which ``layout="auto"`` would
