@@ -72,23 +72,29 @@ DEFAULTS = {"--loss": "nt-xent", "--chunk-size": 4, "--micro-batches": 4}
 
 
 PEAK_SCORE_MATRICES = 8
-"""A check's peak memory in ``[B, C]`` score matrices of its dtype (``C = B``, plus the memory's
+"""A check's peak memory in float64 ``[B, C]`` score matrices (``C = B``, plus the memory's
 ``2 B`` rows for the memory candidates), in the parent process and again in the processes of a
-distributed candidate. Measured peaks are 10 (``B = 4000``, float64, every candidate) and fall
-towards 8 as ``B`` grows (the model's fixed share shrinks): the estimate stays below them."""
+distributed candidate, whatever ``--dtype``: the comparison holds float64 copies of the two
+runs' score gradients beside their own. Measured peaks (resident memory above the command's
+at ``B = 16``, gradient-cache): 9.8 at ``B = 4000`` in float64; 8.8 and 8.4 (17.6 and 16.7
+float32 matrices) at ``B = 4000`` and 8000 in float32. They fall towards 8 as ``B`` grows
+(the fixed share shrinks): the estimate stays below them, so only a check that cannot fit is
+refused."""
+
+PEAK_ENTRY_BYTES = 8
+"""The bytes of one entry of :data:`PEAK_SCORE_MATRICES` (float64's), for either dtype."""
 
 
-def _check_fits(candidate: str, rows: int, columns: int, processes: int,
-                dtype: torch.dtype) -> None:  # fmt: skip
+def _check_fits(candidate: str, rows: int, columns: int, processes: int) -> None:
     """Refuse, before any allocation, a check that cannot fit in the free memory: past it the
     allocator fails mid-run, or the system's out-of-memory killer ends the command."""
     copies = 2 if processes > 1 else 1  # the reference here, the candidate's processes there
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    refuse_beyond_free(PEAK_SCORE_MATRICES * rows * columns * itemsize * copies, "cpu",
+    refuse_beyond_free(PEAK_SCORE_MATRICES * rows * columns * PEAK_ENTRY_BYTES * copies, "cpu",
                        lambda need, free: (
         f"--batch-size {rows}: checking {candidate} needs about {need} GiB "
-        f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] matrices of {dtype}), more than "
-        f"the {free} GiB available; try a smaller --batch-size"))  # fmt: skip
+        f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] float64 matrices, in float32 "
+        f"too: the comparison is made in float64), more than the {free} GiB available; try a "
+        "smaller --batch-size"))  # fmt: skip
 
 
 def _check_class_sizes(candidate: str, class_sizes: object, batch_size: int) -> None:
@@ -263,7 +269,7 @@ def check_builtin(
                            "batch: the check would compare it with itself and could not fail; "
                            "pass at least 2")  # fmt: skip
     memory = 2 * batch_size if candidate.startswith("memory") else 0
-    _check_fits(candidate, batch_size, batch_size + memory, processes, dtype)
+    _check_fits(candidate, batch_size, batch_size + memory, processes)
     model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype,
                                      class_sizes=class_sizes)  # fmt: skip
     reference = FullBatch(loss_fn)

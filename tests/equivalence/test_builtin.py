@@ -410,20 +410,22 @@ B_LARGE = 2**15
 
 
 @pytest.mark.parametrize(
-    ("candidate", "options", "matrices", "shape", "dtype"),
+    ("candidate", "options", "matrices", "shape"),
     [
-        # one process, float64: 8 [B, B] matrices of 8 bytes (B = 2^15: 64 GiB)
-        ("gradient-cache", {}, 8, (B_LARGE, B_LARGE), torch.float64),
-        # the memory's 2B more columns; float32: 4 bytes
-        ("memory", {"dtype": torch.float32}, 8, (B_LARGE, 3 * B_LARGE), torch.float32),
+        # one process: 8 [B, B] float64 matrices, 8 bytes an entry (B = 2^15: 64 GiB)
+        ("gradient-cache", {}, 8, (B_LARGE, B_LARGE)),
+        # the memory's 2B more columns; float32 too needs 8 bytes an entry: the comparison's
+        # float64 copies (a new user's float32 check at B = 20000 passed at 4 bytes, with
+        # 22 GiB free, and was killed for memory)
+        ("memory", {"dtype": torch.float32}, 8, (B_LARGE, 3 * B_LARGE)),
         # the reference here and the full loss again in each of the candidate's processes
-        ("gather", {}, 16, (B_LARGE, B_LARGE), torch.float64),
+        ("gather", {}, 16, (B_LARGE, B_LARGE)),
     ],
 )
 def test_a_check_that_cannot_fit_is_refused_before_any_work(
-    monkeypatch, candidate, options, matrices, shape, dtype
+    monkeypatch, candidate, options, matrices, shape
 ):
-    need = matrices * shape[0] * shape[1] * torch.empty((), dtype=dtype).element_size()
+    need = matrices * shape[0] * shape[1] * 8
     built = []
     monkeypatch.setattr("gradlab.equivalence.builtin.synthetic_problem",
                         lambda *args, **kwargs: built.append(args))  # fmt: skip
@@ -432,8 +434,9 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
         check_builtin(candidate, batch_size=B_LARGE, **options)
     assert str(caught.value) == (
         f"--batch-size {B_LARGE}: checking {candidate} needs about {need / 2**30:.1f} GiB "
-        f"({matrices} [{shape[0]}, {shape[1]}] matrices of {dtype}), more than the "
-        f"{(need - 1) / 2**30:.1f} GiB available; try a smaller --batch-size"
+        f"({matrices} [{shape[0]}, {shape[1]}] float64 matrices, in float32 too: the "
+        f"comparison is made in float64), more than the {(need - 1) / 2**30:.1f} GiB "
+        "available; try a smaller --batch-size"
     )
     assert built == []  # nothing built
     # exactly enough, or a machine that does not say: the check runs
