@@ -251,7 +251,9 @@ class AllGather(Step):
     * ``gradient=True, local_loss=True``: each process computes only its own queries' rows
       (and, for a loss with a ``t2i`` direction, its own candidates' columns) against every
       process's embeddings, open_clip's ``--local-loss --gather-with-grad``: the whole-batch
-      gradient (for a ``"mean"`` loss, when every process has as many queries with a positive).
+      gradient (for a ``"mean"`` loss, when every process holds as many of the mean's terms:
+      queries with a positive for Smooth-AP and NT-Xent, positive pairs for VSE++'s
+      max-violation loss, queries for SigLIP).
     * ``gradient=False, local_loss=False``: the other processes' embeddings are constants;
       only this process's own rows carry gradient into the whole-batch loss. Multiplied by
       ``N`` (``loss_scale=None``), the average over processes is the whole-batch gradient;
