@@ -172,6 +172,10 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
     except (ImportError, ValueError, TypeError) as error:  # "a..b", ".a": not a module name
         raise GradlabError(f"backbone {spec!r}: module {module_name!r} cannot be imported "
                            f"({error}){_where_to_look(error, module_name)}") from None  # fmt: skip
+    except Exception as error:  # its own code failed as it ran: a SyntaxError names the line
+        raise GradlabError(f"backbone {spec!r}: importing module {module_name!r} raised "
+                           f"{type(error).__name__}: {error} (import it in Python to see "
+                           "the traceback)") from None  # fmt: skip
     function = getattr(module, function_name, None)
     if not callable(function):
         raise GradlabError(f"backbone {spec!r}: {module_name} has no function {function_name!r}")
@@ -184,7 +188,12 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
         ) from None
     except ValueError:  # no signature to read (some built-ins): the call says
         pass
-    model = function()
+    try:
+        model = function()
+    except Exception as error:
+        raise GradlabError(f"backbone {spec!r}: {function_name}() raised "
+                           f"{type(error).__name__}: {error} (call it in Python to see the "
+                           "traceback)") from None  # fmt: skip
     if not isinstance(model, nn.Module):
         raise GradlabError(
             f"backbone {spec!r}: {function_name}() must return a torch.nn.Module; "

@@ -159,6 +159,28 @@ def test_a_module_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_p
         "module named 'no_such_module_xyz'); is its folder on PYTHONPATH?")
 
 
+@pytest.mark.parametrize(("source", "said"), [
+    ("def net(:\n    pass\n",  # a module that is not Python: its file and line named
+     "importing module '{module}' raised SyntaxError: invalid syntax ({module}.py, line 1) "
+     "(import it in Python to see the traceback)"),
+    ("raise RuntimeError('no GPU here')\n",  # its own code fails as it is imported
+     "importing module '{module}' raised RuntimeError: no GPU here (import it in Python to see "
+     "the traceback)"),
+    ("def net():\n    raise KeyError('depth')\n",  # the function fails when called
+     "net() raised KeyError: 'depth' (call it in Python to see the traceback)"),
+])  # fmt: skip
+def test_a_user_backbone_whose_code_fails_is_one_clear_error(tmp_path, monkeypatch, source,
+                                                              said):
+    # a SyntaxError or a raise in the user's module or function ended `gradlab study` in a
+    # 40-line traceback (exit 1), where an ImportError was one line (exit 2)
+    module = f"broken_backbone_{len(source)}"
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(GradlabError) as raised:
+        build_backbone(f"{module}:net")
+    assert str(raised.value) == f"backbone '{module}:net': " + said.format(module=module)
+
+
 def test_a_package_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_path,
                                                                            monkeypatch):
     # a dotted module: the package named by its first part is what is looked for
