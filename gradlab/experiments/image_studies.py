@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -82,6 +82,9 @@ def check_batch_sizes(
         ...
         gradlab.errors.GradlabError: --batch-sizes must be a positive integer; got -4
     """
+    if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Iterable):
+        raise GradlabError(f"{argument or 'batch sizes'} must be a list of sizes (one size: "
+                           f"[{batch_sizes!r}]); got {batch_sizes!r}")  # fmt: skip
     sizes = list(batch_sizes)
     if not sizes:
         raise GradlabError(f"{argument or 'batch sizes'} must name at least one size; got none")
