@@ -603,7 +603,16 @@ def _train_steps(
         with _autocast(device, amp):
             embeddings = model(batch_images)
         embeddings = embeddings.float()
-        loss = loss_fn(embeddings, labels)
+        try:
+            loss = loss_fn(embeddings, labels)
+        except GradlabError as error:  # the loss's own check: say what it means here
+            if step == 0 or bool(torch.isfinite(embeddings).all()):
+                raise
+            raise GradlabError(
+                f"training diverged{' (' + desc + ')' if desc else ''}: after {step} optimizer "
+                f"step(s) at lr={lr:g} the model's embeddings are no longer finite ({error}); "
+                "try a smaller --lr"
+            ) from None
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(optimizer)

@@ -1085,3 +1085,16 @@ def test_a_runs_seed_is_the_documented_seed_times_7919_plus_m():
     """As its docstring gives it, so that a user can draw a run's batches and crops again."""
     assert [study.run_seed(seed, m) for seed, m in ((0, 64), (1, 64), (3, 8))] == [
         64, 7919 + 64, 3 * 7919 + 8]
+
+
+def test_a_run_that_diverges_says_so_naming_the_run_and_the_rate(halves, capsys):
+    # lr=1e30 ended in "embeddings must be finite; got NaN in rows 0-7", the loss's check
+    # of its input, which named neither the run nor the learning rate
+    with pytest.raises(GradlabError) as raised:
+        study.p_vs_batch_size_on_images(halves, batch_sizes=[8], seeds=[0],
+                                        **{**SMALL, "lr": 1e30})  # fmt: skip
+    message = str(raised.value)
+    assert message.startswith("training diverged (p-vs-batch-size: seed 0, m = 8: training): "
+                              "after 1 optimizer step(s) at lr=1e+30 the model's embeddings "
+                              "are no longer finite (embeddings must be finite")  # fmt: skip
+    assert message.endswith("); try a smaller --lr")
