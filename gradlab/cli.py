@@ -296,8 +296,9 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
                        "(default: %(default)s)")
     study.add_argument("--overwrite", action="store_true",
                        help="replace the results of an earlier study run in --out (its JSON, "
-                       "figures, summary.md and index.html are removed before this run writes "
-                       "its own); without it such an --out is refused")
+                       "figures, summary.md and index.html are removed once this run has "
+                       "trained, just before it writes its own, so a failed or interrupted run "
+                       "leaves them); without it such an --out is refused")
     study.add_argument("--render", action="store_true",
                        help="train nothing: draw the figures and write summary.md and "
                        "index.html from the JSON an earlier run left in --out")

@@ -155,7 +155,8 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
         "initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
         f"{config['steps']} Adam steps for every loss; retrieval on the {config['test_data']}, "
-        f"every image querying all the others. Mean ± std (population) "
+        f"every image querying all the others (the means run over the images with another "
+        f"of their class). Mean ± std (population) "
         f"over {len(results['seeds'])} seed(s):",
         "",
         "| loss | " + " | ".join(metrics) + " | loss fwd+bwd (ms) | training step (ms) |",

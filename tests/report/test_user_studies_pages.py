@@ -111,7 +111,8 @@ def test_the_loss_table_quotes_every_loss_and_the_untrained_network_from_the_jso
     assert ("cub, train split (40 images, 10 classes); resnet18 with a linear head to 64 "
             "dimensions, random weights. The same initialization and batches (8 images: 4 of "
             "each of 2 classes) and 7 Adam steps for every loss; retrieval on the test split "
-            "(20 images), every image querying all the others. Mean ± std (population) over 3 "
+            "(20 images), every image querying all the others (the means run over the images "
+            "with another of their class). Mean ± std (population) over 3 "
             "seed(s):"
             ) in text  # fmt: skip
     metrics = ["recall@1", "mAP", "R-Precision", "MAP@R"]  # in the report's order
