@@ -172,10 +172,13 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
     except (ImportError, ValueError, TypeError) as error:  # "a..b", ".a": not a module name
         raise GradlabError(f"backbone {spec!r}: module {module_name!r} cannot be imported "
                            f"({error}){_where_to_look(error, module_name)}") from None  # fmt: skip
-    except Exception as error:  # its own code failed as it ran: a SyntaxError names the line
+    except GradlabError:  # gradlab's own words (its build_backbone called at import)
+        raise
+    except (Exception, SystemExit) as error:  # its own code failed as it ran (a SyntaxError
+        # names its line; a script's sys.exit or argparse at import is a SystemExit)
         raise GradlabError(f"backbone {spec!r}: importing module {module_name!r} raised "
-                           f"{type(error).__name__}: {error} (import it in Python to see "
-                           "the traceback)") from None  # fmt: skip
+                           f"{_raised(error)} (import it in Python to see the "
+                           "traceback)") from None  # fmt: skip
     function = getattr(module, function_name, None)
     if not callable(function):
         raise GradlabError(f"backbone {spec!r}: {module_name} has no function {function_name!r}")
@@ -190,16 +193,24 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
         pass
     try:
         model = function()
-    except Exception as error:
-        raise GradlabError(f"backbone {spec!r}: {function_name}() raised "
-                           f"{type(error).__name__}: {error} (call it in Python to see the "
-                           "traceback)") from None  # fmt: skip
+    except GradlabError:  # gradlab's own words (the function called build_backbone, say)
+        raise
+    except (Exception, SystemExit) as error:
+        raise GradlabError(f"backbone {spec!r}: {function_name}() raised {_raised(error)} "
+                           "(call it in Python to see the traceback)") from None  # fmt: skip
     if not isinstance(model, nn.Module):
         raise GradlabError(
             f"backbone {spec!r}: {function_name}() must return a torch.nn.Module; "
             f"got {type(model).__name__}"
         )
     return model
+
+
+def _raised(error: BaseException) -> str:
+    """``Type: first line of the message``, or the type alone for an empty message (one line:
+    torch's load_state_dict messages run over several)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _load_weights(

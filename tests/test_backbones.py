@@ -168,6 +168,14 @@ def test_a_module_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_p
      "the traceback)"),
     ("def net():\n    raise KeyError('depth')\n",  # the function fails when called
      "net() raised KeyError: 'depth' (call it in Python to see the traceback)"),
+    ("def net():\n    assert False\n",  # no message: the type alone, no dangling colon
+     "net() raised AssertionError (call it in Python to see the traceback)"),
+    ("def net():\n    raise RuntimeError('Error(s) in loading:\\n\\tMissing key(s)')\n",
+     "net() raised RuntimeError: Error(s) in loading: (call it in Python to see the "
+     "traceback)"),  # torch's several lines: the first
+    ("import sys\nsys.exit('usage: train.py DATA')\n",  # a script, run at import
+     "importing module '{module}' raised SystemExit: usage: train.py DATA (import it in "
+     "Python to see the traceback)"),
 ])  # fmt: skip
 def test_a_user_backbone_whose_code_fails_is_one_clear_error(tmp_path, monkeypatch, source,
                                                               said):
@@ -179,6 +187,21 @@ def test_a_user_backbone_whose_code_fails_is_one_clear_error(tmp_path, monkeypat
     with pytest.raises(GradlabError) as raised:
         build_backbone(f"{module}:net")
     assert str(raised.value) == f"backbone '{module}:net': " + said.format(module=module)
+
+
+def test_gradlab_s_own_refusal_inside_a_user_backbone_is_passed_on_as_it_is(tmp_path,
+                                                                            monkeypatch):
+    # the user's function building a gradlab backbone with a bad spec: gradlab's own advice,
+    # not wrapped as "net() raised GradlabError: ..."
+    (tmp_path / "wrapping_backbone_xyz.py").write_text(
+        "from gradlab.backbones import build_backbone\n"
+        "def net():\n    return build_backbone('timm:')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(GradlabError) as raised:
+        build_backbone("wrapping_backbone_xyz:net")
+    with pytest.raises(GradlabError) as direct:
+        build_backbone("timm:")
+    assert str(raised.value) == str(direct.value)
 
 
 def test_a_package_in_the_working_folder_that_is_not_on_the_path_is_told_so(tmp_path,
