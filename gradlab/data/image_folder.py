@@ -290,10 +290,12 @@ def _refuse_repeats(entries: list[tuple[Path, str]], listing: object) -> None:
     """Refuse a list (a list file, ``Ebay_*.txt``) that names one image more than once: a
     repeated test image is its own nearest neighbour (recall at 1 of an untrained network
     rises to 1), and a repeated training image counts as two images of its class. Paths are
-    compared as written, normalised (``a/./b.png`` is ``a/b.png``), without reading the disk."""
+    compared as absolute, normalised paths (``a/./b.png`` is ``a/b.png``, and a line that
+    gives the path from ``/`` names the same image as one relative to the root), without
+    reading the disk: two names of one file through a link are not seen."""
     seen: dict[str, list[str]] = {}
     for path, label in entries:
-        seen.setdefault(os.path.normpath(path), []).append(label)
+        seen.setdefault(os.path.abspath(path), []).append(label)
     repeated = {path: labels for path, labels in seen.items() if len(labels) > 1}
     if not repeated:
         return

@@ -310,8 +310,10 @@ def test_a_list_file_line_with_more_words_names_how_it_was_split(tmp_path):
     (["a/0.png 3", "a/1.png 3", "a/0.png 3"], "'{a0}', 2 times, each time under label '3'"),
     (["a/0.png 3", "./a/0.png 4", "a/1.png 3", "a//1.png 3", "a/0.png 5"],
      "'{a0}', 3 times, under labels '3', '4', '5'"),
+    (["{root}/a/0.png 3", "a/0.png 3", "a/1.png 3"],  # from / and from the root: one file
+     "'{a0}', 2 times, each time under label '3'"),
 ])  # fmt: skip
-def test_a_list_file_naming_an_image_twice_is_refused(tmp_path, lines, said):
+def test_a_list_file_naming_an_image_twice_is_refused(tmp_path, lines, said, monkeypatch):
     # a test list written out twice was read as twice the images: each retrieved its own copy
     # (an untrained network's recall at 1 rose to 1), and in training a class of two images
     # listed twice passed for four
@@ -319,9 +321,10 @@ def test_a_list_file_naming_an_image_twice_is_refused(tmp_path, lines, said):
     for name in ("0.png", "1.png"):
         Image.new("RGB", (4, 4)).save(tmp_path / "a" / name)
     listing = tmp_path / "list.txt"
-    listing.write_text("\n".join(lines) + "\n")
+    listing.write_text("\n".join(lines).format(root=tmp_path) + "\n")
     repeated = 2 if len(lines) > 3 else 1
-    assert _message(lambda: image_folder(tmp_path, "mine", list_file=listing)) == (
+    monkeypatch.chdir(tmp_path)  # the root given relative to the working folder: "."
+    assert _message(lambda: image_folder(".", "mine", list_file=listing)) == (
         f"{str(listing)!r} names {repeated} image(s) more than once (the first: "
         + said.format(a0=os.path.normpath(tmp_path / "a" / "0.png")) + "); list each image "
         "once: a repeated test image retrieves its own copy, and a repeated training image "
