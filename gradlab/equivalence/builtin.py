@@ -72,29 +72,39 @@ DEFAULTS = {"--loss": "nt-xent", "--chunk-size": 4, "--micro-batches": 4}
 
 
 PEAK_SCORE_MATRICES = 8
-"""A check's peak memory in float64 ``[B, C]`` score matrices (``C = B``, plus the memory's
-``2 B`` rows for the memory candidates), in the parent process and again in the processes of a
-distributed candidate, whatever ``--dtype``: the comparison holds float64 copies of the two
-runs' score gradients beside their own. Measured peaks (resident memory above the command's
-at ``B = 16``, gradient-cache): 9.8 at ``B = 4000`` in float64; 8.8 and 8.4 (17.6 and 16.7
-float32 matrices) at ``B = 4000`` and 8000 in float32. They fall towards 8 as ``B`` grows
-(the fixed share shrinks): the estimate stays below them, so only a check that cannot fit is
-refused."""
+"""A check's peak memory in its own process, in float64 ``[B, C]`` score matrices (``C = B``,
+plus the memory's ``2 B`` rows for the memory candidates), whatever ``--dtype``: the
+comparison holds float64 copies of the two runs' score gradients beside their own. Measured
+peaks (resident memory above the command's at ``B = 16``, gradient-cache): 9.8 at
+``B = 4000`` in float64; 8.8 and 8.4 (17.6 and 16.7 float32 matrices) at ``B = 4000`` and
+8000 in float32. They fall towards 8 as ``B`` grows (the fixed share shrinks): the estimate
+stays below them, so only a check that cannot fit is refused."""
+
+PROCESS_MATRICES = {"gather": 7, "gather-no-grad": 7}
+"""The peak of each process of a candidate run in several processes, in the same matrices,
+for the candidates whose every process computes the whole loss; :data:`OTHER_PROCESS_MATRICES`
+for the others. Measured at ``B = 3200`` in float64, above a process's own at ``B = 16``:
+7.1 per process for both gathers (7.2 with 3 processes), 5.1 for both local losses, 5.0 for
+accumulation and 5.8 for gradient-cache in 2 processes (the parent's 9.6 to 9.8 beside)."""
+
+OTHER_PROCESS_MATRICES = 5
+"""See :data:`PROCESS_MATRICES`."""
 
 PEAK_ENTRY_BYTES = 8
-"""The bytes of one entry of :data:`PEAK_SCORE_MATRICES` (float64's), for either dtype."""
+"""The bytes of one entry of these matrices (float64's), for either dtype."""
 
 
 def _check_fits(candidate: str, rows: int, columns: int, processes: int) -> None:
     """Refuse, before any allocation, a check that cannot fit in the free memory: past it the
     allocator fails mid-run, or the system's out-of-memory killer ends the command."""
-    copies = 2 if processes > 1 else 1  # the reference here, the candidate's processes there
-    refuse_beyond_free(PEAK_SCORE_MATRICES * rows * columns * PEAK_ENTRY_BYTES * copies, "cpu",
+    matrices = PEAK_SCORE_MATRICES  # the reference here, each of the candidate's processes there
+    if processes > 1:
+        matrices += processes * PROCESS_MATRICES.get(candidate, OTHER_PROCESS_MATRICES)
+    refuse_beyond_free(matrices * rows * columns * PEAK_ENTRY_BYTES, "cpu",
                        lambda need, free: (
-        f"--batch-size {rows}: checking {candidate} needs about {need} GiB "
-        f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] float64 matrices, in float32 "
-        f"too: the comparison is made in float64), more than the {free} GiB available; try a "
-        "smaller --batch-size"))  # fmt: skip
+        f"--batch-size {rows}: checking {candidate} needs about {need} GiB ({matrices} "
+        f"[{rows}, {columns}] float64 matrices, in float32 too: the comparison is made in "
+        f"float64), more than the {free} GiB available; try a smaller --batch-size"))  # fmt: skip
 
 
 def _check_class_sizes(candidate: str, class_sizes: object, batch_size: int) -> None:

@@ -418,8 +418,12 @@ B_LARGE = 2**15
         # float64 copies (a new user's float32 check at B = 20000 passed at 4 bytes, with
         # 22 GiB free, and was killed for memory)
         ("memory", {"dtype": torch.float32}, 8, (B_LARGE, 3 * B_LARGE)),
-        # the reference here and the full loss again in each of the candidate's processes
-        ("gather", {}, 16, (B_LARGE, B_LARGE)),
+        # the reference here (8), the whole loss again in each of the candidate's processes
+        # (7 each: measured 7.1), and 5 in each process of a local loss (measured 5.1)
+        ("gather", {}, 8 + 2 * 7, (B_LARGE, B_LARGE)),
+        ("gather", {"processes": 4}, 8 + 4 * 7, (B_LARGE, B_LARGE)),
+        ("local-loss", {}, 8 + 2 * 5, (B_LARGE, B_LARGE)),
+        ("accumulation", {"processes": 2}, 8 + 2 * 5, (B_LARGE, B_LARGE)),
     ],
 )
 def test_a_check_that_cannot_fit_is_refused_before_any_work(
