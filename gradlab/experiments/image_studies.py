@@ -83,8 +83,10 @@ def check_batch_sizes(
         gradlab.errors.GradlabError: --batch-sizes must be a positive integer; got -4
     """
     if isinstance(batch_sizes, (str, bytes)) or not isinstance(batch_sizes, Iterable):
-        raise GradlabError(f"{argument or 'batch sizes'} must be a list of sizes (one size: "
-                           f"[{batch_sizes!r}]); got {batch_sizes!r}")  # fmt: skip
+        example = ("[8, 16]" if isinstance(batch_sizes, (str, bytes))
+                   else f"one size: [{batch_sizes!r}]")  # fmt: skip
+        raise GradlabError(f"{argument or 'batch sizes'} must be a list of sizes "
+                           f"({example}); got {batch_sizes!r}")  # fmt: skip
     sizes = list(batch_sizes)
     if not sizes:
         raise GradlabError(f"{argument or 'batch sizes'} must name at least one size; got none")
@@ -353,7 +355,9 @@ def _setup(
     check_positive_int("epochs", epochs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
-    check_positive_finite("lr", lr)
+    if check_positive_finite("lr", lr) > torch.finfo(torch.float32).max:  # Adam raised mid-run
+        raise GradlabError(f"lr must be at most {torch.finfo(torch.float32).max:.4g} (float32's "
+                           f"largest: the model's weights are float32); got {lr!r}")  # fmt: skip
     seeds = check_seeds(seeds)
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     dataset, record = trainable_classes(dataset)
@@ -382,7 +386,8 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
             if seen:
                 raise GradlabError(
                     f"test_list_file must name other images than list_file; {len(seen)} of its "
-                    f"{len(test)} images are in list_file too (the first: {str(seen[0])!r}): "
+                    f"{len(test)} images {'is' if len(seen) == 1 else 'are'} in list_file too "
+                    f"(the first: {str(seen[0])!r}): "
                     "retrieval would be measured on images the study trained on"
                 )
     else:
@@ -391,17 +396,18 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"study would train and measure retrieval on the same images; "
                                f"got split={split!r}")  # fmt: skip
         test = image_folder(data, test_split, layout=layout, image_size=image_size)
-        # Ebay_test.txt may repeat lines of Ebay_train.txt (a merged or hand-made copy); the
-        # class halves are apart by construction, and the check costs no image read
-        trained = {Path(path).resolve() for path in image_folder(
+        # Ebay_test.txt may repeat lines of Ebay_train.txt (a merged or hand-made copy; the
+        # class halves cannot share an image): paths compared as written, made absolute and
+        # normalised, with no image read and no link followed
+        trained = {os.path.abspath(path) for path in image_folder(
             data, split, layout=layout, image_size=image_size).paths}
-        seen = [path for path in test.paths if Path(path).resolve() in trained]
+        seen = [path for path in test.paths if os.path.abspath(path) in trained]
         if seen:
             raise GradlabError(
                 f"the evaluation split {test.split!r} must hold other images than the training "
-                f"split {split!r}; {len(seen)} of its {len(test)} images are in both (the "
-                f"first: {str(seen[0])!r}): retrieval would be measured on images the study "
-                "trained on"
+                f"split {split!r}; {len(seen)} of its {len(test)} images "
+                f"{'is' if len(seen) == 1 else 'are'} in both (the first: {str(seen[0])!r}): "
+                "retrieval would be measured on images the study trained on"
             )
     check_images(test.paths, f"images in the {test.split} split")
     counts = torch.bincount(test.labels, minlength=len(test.class_names))
@@ -556,11 +562,20 @@ def evaluate_split(
 
     embeddings = embed_split(model, dataset, device, amp, workers=workers,
                              desc=f"embedding the {dataset.split} split")  # fmt: skip
+    finite = torch.isfinite(embeddings).all(dim=1)
+    if not bool(finite.all()):  # one host read per evaluation
+        raise _NotFiniteError(f"the model's embeddings of the {dataset.split} split are not "
+                              f"finite ({int((~finite).sum())} of {len(finite)} rows)")  # fmt: skip
     ks = tuple(k for k in (1, 2, 4, 8) if k < len(dataset))
     metrics = retrieval_at_scale(embeddings, dataset.labels, ks=ks)
     return {"recall@1": metrics["precision_at_1"],
             **{f"recall@{k}": metrics[f"recall@{k}"] for k in ks if k > 1},
             "R-Precision": metrics["r_precision"], "MAP@R": metrics["map_at_r"]}  # fmt: skip
+
+
+class _NotFiniteError(GradlabError):
+    """:func:`evaluate_split`'s embeddings hold NaN or infinite rows: after training, the run
+    diverged (its callers say so, naming the run)."""
 
 
 class _StepClock:
@@ -608,11 +623,7 @@ def _train_steps(
         except GradlabError as error:  # the loss's own check: say what it means here
             if step == 0 or bool(torch.isfinite(embeddings).all()):
                 raise
-            raise GradlabError(
-                f"training diverged{' (' + desc + ')' if desc else ''}: after {step} optimizer "
-                f"step(s) at lr={lr:g} the model's embeddings are no longer finite ({error}); "
-                "try a smaller --lr"
-            ) from None
+            raise _diverged(desc, step, lr, f"embeddings are no longer finite ({error})") from None
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -621,6 +632,14 @@ def _train_steps(
         if on_step is not None:
             on_step(step, embeddings.detach(), labels)
     return torch.stack(losses).cpu().tolist()
+
+
+def _diverged(desc: str | None, steps: int, lr: float, what: str) -> GradlabError:
+    """The error of a run whose training diverged: its name, its steps and its rate."""
+    return GradlabError(
+        f"training diverged{' (' + desc + ')' if desc else ''}: after {steps} optimizer "
+        f"step(s) at lr={lr:g} the model's {what}; try a smaller --lr"
+    )
 
 
 def loss_comparison_on_images(
@@ -749,7 +768,12 @@ def loss_comparison_on_images(
                                        "training")  # fmt: skip
                 run = result["losses"][name]
                 run["step_seconds"].append(clock.per_step(len(batches)))
-                for metric, value in evaluate_split(model, test, device, amp, workers).items():
+                try:
+                    measured = evaluate_split(model, test, device, amp, workers)
+                except _NotFiniteError as error:
+                    raise _diverged(f"losses: seed {seed}, m = {size}, {name}: training",
+                                    len(batches), lr, f"{error}"[len("the model's "):]) from None
+                for metric, value in measured.items():
                     run["metrics"].setdefault(metric, []).append(value)
                 run["loss_seconds"].append(_loss_seconds(loss_fn, first, first_labels,
                                                          timing_repeats))  # fmt: skip
@@ -924,7 +948,11 @@ def _anatomy_run(
     model = copy.deepcopy(initial)
     history = _train_steps(model, images, batches, in_batch_loss, device, lr, amp, record,
                            workers, desc=desc and f"{desc}: training")  # fmt: skip
-    recall = evaluate_split(model, test, device, amp, workers)
+    try:
+        recall = evaluate_split(model, test, device, amp, workers)
+    except _NotFiniteError as error:
+        raise _diverged(desc and f"{desc}: training", len(batches), lr,
+                        f"{error}"[len("the model's "):]) from None
     return recall, history, steps, torch.stack(records).cpu(), torch.stack(geometry).cpu()
 
 

@@ -568,7 +568,7 @@ def test_the_loss_study_times_each_loss_three_times_by_default_on_this_process_t
     ([8, 16, 8], None, "batch sizes must be distinct; got 8 more than once in"),
     # one size where a list goes: was "TypeError: 'int' object is not iterable"
     (8, None, "batch sizes must be a list of sizes (one size: [8]); got 8"),
-    ("8,16", None, "batch sizes must be a list of sizes (one size: ['8,16']); got '8,16'"),
+    ("8,16", None, "batch sizes must be a list of sizes ([8, 16]); got '8,16'"),
 ])  # fmt: skip
 def test_batch_sizes_are_refused_with_what_the_sampler_allows(sizes, classes, message):
     with pytest.raises(GradlabError, match=f"^{re.escape(message)}"):
@@ -590,6 +590,10 @@ def test_batch_sizes_the_sampler_can_make_pass_unchanged():
     ({"seeds": [True]}, r"seeds must be distinct whole numbers >= 0; got \[True\]"),
     ({"epochs": 0}, "epochs must be"),
     ({"lr": 0.0}, "lr must be"),
+    # past float32's range Adam raised "value cannot be converted to type float without
+    # overflow" in the first step
+    ({"lr": 1e39}, r"lr must be at most 3\.403e\+38 \(float32's largest: the model's weights "
+                   r"are float32\); got 1e\+39$"),
     ({"batch_sizes": [32]}, "batch size must be at most 4 x 4 classes = 16"),
 ])  # fmt: skip
 def test_each_study_refuses_bad_options_before_training(halves, option, message):
@@ -1028,7 +1032,7 @@ def test_an_online_products_test_list_that_repeats_training_images_is_refused(
             (halves / f"Ebay_{split}.txt").unlink()
     assert str(refused.value) == (
         f"the evaluation split 'test' must hold other images than the training split 'train'; "
-        f"1 of its {len(rows['test'])} images are in both (the first: "
+        f"1 of its {len(rows['test'])} images is in both (the first: "
         f"{str(halves / rows['train'][0].split()[3])!r}): retrieval would be measured on "
         "images the study trained on")
     assert capsys.readouterr().err == ""  # before any run
@@ -1098,3 +1102,19 @@ def test_a_run_that_diverges_says_so_naming_the_run_and_the_rate(halves, capsys)
                               "after 1 optimizer step(s) at lr=1e+30 the model's embeddings "
                               "are no longer finite (embeddings must be finite")  # fmt: skip
     assert message.endswith("); try a smaller --lr")
+
+
+@pytest.mark.parametrize("function", [study.loss_comparison_on_images, study.anatomy_on_images])
+def test_a_run_that_diverges_on_its_last_step_says_so_too(tmp_path, function):
+    # one step (two training classes of 4 images, one batch of 8, one epoch): no later loss
+    # call saw the diverged model, and the evaluation said "embeddings must be finite",
+    # naming neither the run nor the rate
+    for name in ("bench", "chair", "fan", "kettle"):
+        write_images(tmp_path / "data" / name, 4)
+    with pytest.raises(GradlabError) as raised:
+        function(tmp_path / "data", batch_sizes=[8], seeds=[0], epochs=1,
+                 **{**SMALL, "lr": 1e30})  # fmt: skip
+    assert re.fullmatch(r"training diverged \(.*: training\): after 1 optimizer step\(s\) "
+                        r"at lr=1e\+30 the model's embeddings of the test split are not finite "
+                        r"\(8 of 8 rows\); try a smaller --lr", str(raised.value))  # fmt: skip
+
