@@ -331,7 +331,8 @@ class GradlabCallback(Callback):
             return
         options = self.options
         last = self._last_fit
-        if last is not None and last[0]() is trainer:  # the same Trainer trains further
+        further = last is not None and last[0]() is trainer
+        if further:  # the same Trainer trains further
             folder = last[1]
             options = replace(options, resume=True, overwrite=False)
         else:
@@ -348,6 +349,11 @@ class GradlabCallback(Callback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self._last_fit = (weakref.ref(trainer), Path(folder))
+        step = int(getattr(trainer, "global_step", 0))
+        if further and self.monitor.step_count > step:
+            # the Trainer's step lags the run's: a raw optimizer (manual optimization) never
+            # moved it, and the Monitor was stepped by hand; its count goes on from the run's
+            self._synced_step = step
 
     def _warn_logged_twice(self, trainer, sinks: list) -> None:
         """Warn when a sink of the Monitor and one of the Trainer's loggers write to one backend
@@ -398,8 +404,8 @@ class GradlabCallback(Callback):
         # checkpoint before the run's last step, in a resumed folder whose run logged steps
         # already logs them again after the earlier ones.
         monitor, first = self.monitor, int(trainer.global_step)
-        if monitor is None or not is_rank_zero():
-            return
+        if monitor is None or not is_rank_zero() or self._synced_step is not None:
+            return  # (synced already: the same Trainer trains on, its step lagging the run's)
         resumed_at = monitor.folder.start_step  # the folder's last logged step + 1, or 0
         if first != 0:  # restored from a checkpoint: an overwrite would lose the steps before
             warn_overwrite_on_resumed_trainer(type(self).__name__, monitor, first,

@@ -572,6 +572,24 @@ def test_manual_optimization_that_steps_the_raw_optimizer_is_told_why_nothing_is
         "(self.optimizers(use_pl_optimizer=False))"]
 
 
+def test_the_same_trainer_fitting_again_goes_on_with_a_monitor_stepped_by_hand(tmp_path):
+    # a raw optimizer leaves the Trainer's step at 0: the second fit started the count over
+    # (0, 1, 2, 0, 1, 2) and warned to resume the Trainer from a checkpoint, which a step
+    # that never moves cannot follow
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = _ManualRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), raw=True,
+                              callback=callback)  # fmt: skip
+    trainer = quiet_trainer(max_epochs=1, callbacks=[callback], logger=False)
+    trainer.fit(module, loader(3))
+    trainer.fit_loop.max_epochs = 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(3))
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(6))
+    assert [str(w.message) for w in caught if "gradlab" in str(w.message).lower()] == []
+
+
 def test_manual_optimization_that_steps_the_monitor_by_hand_logs_and_is_not_told_otherwise(
     tmp_path,
 ):
