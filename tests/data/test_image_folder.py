@@ -312,6 +312,7 @@ def test_a_list_file_line_with_more_words_names_how_it_was_split(tmp_path):
      "'{a0}', 3 times, under labels '3', '4', '5'"),
     (["{root}/a/0.png 3", "a/0.png 3", "a/1.png 3"],  # from / and from the root: one file
      "'{a0}', 2 times, each time under label '3'"),
+    (["a/0.png 3", "a/0.png 4"], "'{a0}', 2 times, under labels '3', '4'"),  # two labels
 ])  # fmt: skip
 def test_a_list_file_naming_an_image_twice_is_refused(tmp_path, lines, said, monkeypatch):
     # a test list written out twice was read as twice the images: each retrieved its own copy
@@ -341,6 +342,24 @@ def test_an_online_products_list_naming_an_image_twice_is_refused(online_product
         f"{str(tmp_path / path)!r}, 2 times, each time under label {listing[1].split()[1]!r}); "
         "list each image once: a repeated test image retrieves its own copy, and a repeated "
         "training image counts twice in its class")
+
+
+@pytest.mark.parametrize(("line", "hint"), [
+    ("a/9.png 3", False),  # no space in what the line gave: no word about spaces
+    ("a/my 9.png 3", True),
+    ("{outside}/9.png 3", False),  # a path outside the root, given from /
+])  # fmt: skip
+def test_a_missing_listed_image_speaks_of_spaces_only_when_its_line_had_one(tmp_path, line,
+                                                                            hint):
+    # the root's own spaces are not the line's: a folder named "my data" is common
+    root = tmp_path / "my data"
+    (root / "a").mkdir(parents=True)
+    Image.new("RGB", (4, 4)).save(root / "a" / "0.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("a/0.png 3\n" + line.format(outside=tmp_path / "elsewhere") + "\n")
+    message = _message(lambda: image_folder(root, "mine", list_file=listing))
+    assert message.startswith(f"1 of 2 listed images is missing under {str(root)!r}, e.g. ")
+    assert ("each line of" in message) == hint
 
 
 def test_comment_lines_of_a_list_file_are_skipped(tmp_path):
