@@ -700,6 +700,10 @@ LIBRARY_TESTS = {
             # a sink beside a logger of its backend; manual optimization's raw optimizer
             "test_a_sink_beside_a_logger_of_its_backend_warns_that_each_value_is_logged_twice",
             "test_manual_optimization_that_steps_the_raw_optimizer_is_told_why_nothing_is_logged",
+            # a Monitor stepped by hand under a raw optimizer: its count, a second fit
+            "test_the_same_trainer_fitting_again_goes_on_with_a_monitor_stepped_by_hand",
+            "test_manual_optimization_that_steps_the_monitor_by_hand_logs_and_is_not_told_"
+            "otherwise",
         )),
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
