@@ -315,10 +315,14 @@ class Monitor:
 
         Example:
             >>> import tempfile
+            >>> import gradlab
             >>> monitor = Monitor(tempfile.mkdtemp(), preset="cheap")
+            >>> loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))
+            >>> scores = torch.randn(4, 4, requires_grad=True)
+            >>> loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
             >>> monitor.stepped
             False
-            >>> _ = monitor.step()  # no watched call yet: nothing to log, but a step
+            >>> _ = monitor.step()
             >>> monitor.stepped
             True
             >>> monitor.close()
