@@ -242,10 +242,6 @@ STUDIES = {
 }
 """``gradlab study NAME``: what each study measures and the JSON it writes."""
 
-LARGEST_LR = 3.4028234663852886e38 * (1 - 0.9)
-"""The largest ``--lr`` of a study: Adam's first step (beta1 = 0.9) is ``lr / (1 - beta1)``, which
-must be a float32 number (a larger one ended in torch's overflow traceback)."""
-
 DEFAULT_STUDY_BATCH_SIZES = {"p-vs-batch-size": [16, 32, 64, 128, 256], "losses": [64],
                              "anatomy": [64]}  # fmt: skip
 
@@ -479,12 +475,10 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
     """The study's own options, named as the command line names them, before any work (the
     study checks its arguments again under their Python names)."""
     from gradlab.data.image_folder import SPLITS
-    from gradlab.experiments.runtime import check_seeds
+    from gradlab.experiments.runtime import check_lr, check_seeds
     from gradlab.validation import (
         check_int_in_range,
-        check_positive_finite,
         check_positive_int,
-        number_text,
     )
 
     if not arguments.data.is_dir():
@@ -494,11 +488,7 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
                           ("--image-size", arguments.image_size),
                           ("--epochs", arguments.epochs)):  # fmt: skip
         check_positive_int(option, value)
-    check_positive_finite("--lr", arguments.lr)
-    if arguments.lr > LARGEST_LR:  # Adam's first step, lr / (1 - beta1), overflowed float32
-        raise GradlabError(f"--lr must be at most {number_text(LARGEST_LR)} (Adam's first step "
-                           f"is lr / (1 - 0.9), a float32 number); got "
-                           f"{number_text(arguments.lr)}")  # fmt: skip
+    check_lr(arguments.lr, "--lr")
     # a worker is a process with its own copy of the dataset: more than a few per core only
     # queue for the cores and fill the memory (four per core of this machine at most)
     check_int_in_range("--loader-workers", arguments.loader_workers, 0, 4 * (os.cpu_count() or 1))

@@ -38,11 +38,11 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
-from gradlab.experiments.runtime import check_seeds, timing_conditions
+from gradlab.experiments.runtime import check_lr, check_seeds, timing_conditions
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.progress import progress
-from gradlab.validation import check_positive_finite, check_positive_int
+from gradlab.validation import check_positive_int
 
 DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
 
@@ -355,9 +355,7 @@ def _setup(
     check_positive_int("epochs", epochs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
-    if check_positive_finite("lr", lr) > torch.finfo(torch.float32).max:  # Adam raised mid-run
-        raise GradlabError(f"lr must be at most {torch.finfo(torch.float32).max:.4g} (float32's "
-                           f"largest: the model's weights are float32); got {lr!r}")  # fmt: skip
+    check_lr(lr)
     seeds = check_seeds(seeds)
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     dataset, record = trainable_classes(dataset)

@@ -36,7 +36,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.progress import progress, progress_mode, set_progress_mode
-from gradlab.validation import MAX_SEED
+from gradlab.validation import MAX_SEED, check_positive_finite, number_text
 
 MAX_WORKERS = 8
 """The most worker processes the studies start, whatever the number of cores."""
@@ -168,6 +168,31 @@ def check_workers(workers: object, argument: str = "workers") -> int:
             f"{argument} must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}"
         )
     return workers
+
+
+LARGEST_LR = 3.4028234663852886e38 * (1 - 0.9)
+"""The largest learning rate of a study: Adam's first step (beta1 = 0.9) is ``lr / (1 - beta1)``,
+which must be a float32 number (a larger one ended in torch's overflow traceback)."""
+
+
+def check_lr(lr: object, argument: str = "lr") -> float:
+    """A study's learning rate: a positive finite number at most :data:`LARGEST_LR`.
+    ``argument`` names it in the message (a command line passes ``--lr``).
+
+    Example:
+        >>> check_lr(1e-3)
+        0.001
+        >>> check_lr(1e38, "--lr")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: --lr must be at most 3.4028234663852877e+37 (Adam's first ...
+    """
+    value = check_positive_finite(argument, lr)
+    if value > LARGEST_LR:
+        raise GradlabError(f"{argument} must be at most {number_text(LARGEST_LR)} (Adam's first "
+                           f"step is lr / (1 - 0.9), a float32 number); got "
+                           f"{number_text(value)}")  # fmt: skip
+    return value
 
 
 def check_seeds(seeds: object, argument: str = "seeds") -> list[int]:

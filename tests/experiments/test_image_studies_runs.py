@@ -590,10 +590,10 @@ def test_batch_sizes_the_sampler_can_make_pass_unchanged():
     ({"seeds": [True]}, r"seeds must be distinct whole numbers >= 0; got \[True\]"),
     ({"epochs": 0}, "epochs must be"),
     ({"lr": 0.0}, "lr must be"),
-    # past float32's range Adam raised "value cannot be converted to type float without
-    # overflow" in the first step
-    ({"lr": 1e39}, r"lr must be at most 3\.403e\+38 \(float32's largest: the model's weights "
-                   r"are float32\); got 1e\+39$"),
+    # Adam's first step, lr / (1 - 0.9), past float32's range: torch raised "value cannot be
+    # converted to type float without overflow" in the first step (the command line refused it)
+    ({"lr": 1e38}, re.escape("lr must be at most 3.4028234663852877e+37 (Adam's first step is "
+                             "lr / (1 - 0.9), a float32 number); got 1e+38") + "$"),
     ({"batch_sizes": [32]}, "batch size must be at most 4 x 4 classes = 16"),
 ])  # fmt: skip
 def test_each_study_refuses_bad_options_before_training(halves, option, message):
