@@ -570,6 +570,10 @@ STUDY_TESTS = {
         "tests/report/test_side_by_side.py::test_a_failed_computation_is_not_kept",
         "tests/experiments/test_runtime_turns.py",
         "tests/experiments/test_runtime_seeds.py",
+        # the learning rate's bound, named as the command line and as Python name it
+        "tests/test_cli_commands.py::test_a_study_refuses_bad_options_in_one_line_before_training",
+        "tests/experiments/test_image_studies_runs.py::"
+        "test_each_study_refuses_bad_options_before_training",
     ],
     # stand-in sections (no study trained), side by side without worker processes
     # not the test that raises SIGINT in a section: under mutmut's trampolines the Ctrl-C does
