@@ -571,6 +571,7 @@ STUDY_TESTS = {
         "tests/experiments/test_runtime_turns.py",
         "tests/experiments/test_runtime_seeds.py",
         # the learning rate's bound, named as the command line and as Python name it
+        "tests/experiments/test_runtime_lr.py",
         "tests/test_cli_commands.py::test_a_study_refuses_bad_options_in_one_line_before_training",
         "tests/experiments/test_image_studies_runs.py::"
         "test_each_study_refuses_bad_options_before_training",
