@@ -365,9 +365,10 @@ def _setup(
     return dataset, sizes, seeds, record
 
 
-def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size):
+def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
+                trained: Sequence[Path]):
     """The evaluation split: the other class half / ``Ebay_test.txt``, or ``test_list_file``;
-    never the training images themselves."""
+    never the training images themselves (``trained``: the paths the study trains on)."""
     if layout == "list" or list_file is not None:
         if test_list_file is None:
             raise GradlabError("test_list_file must name the evaluation images' 'path label' "
@@ -377,17 +378,8 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"{str(test_list_file)!r}")  # fmt: skip
         test = image_folder(data, test_split, layout="list", list_file=test_list_file,
                             image_size=image_size)  # fmt: skip
-        if list_file is not None:  # a copy of the training list passes the name check above
-            trained = {Path(path).resolve() for path in image_folder(
-                data, split, layout="list", list_file=list_file, image_size=image_size).paths}
-            seen = [path for path in test.paths if Path(path).resolve() in trained]
-            if seen:
-                raise GradlabError(
-                    f"test_list_file must name other images than list_file; {len(seen)} of its "
-                    f"{len(test)} images {'is' if len(seen) == 1 else 'are'} in list_file too "
-                    f"(the first: {str(seen[0])!r}): "
-                    "retrieval would be measured on images the study trained on"
-                )
+        # a copy of the training list passes the name check above
+        refusal, where = "test_list_file must name other images than list_file", "in list_file too"
     else:
         if split == test_split:
             raise GradlabError(f"split must not be the evaluation split {test_split!r}: the "
@@ -395,18 +387,19 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"got split={split!r}")  # fmt: skip
         test = image_folder(data, test_split, layout=layout, image_size=image_size)
         # Ebay_test.txt may repeat lines of Ebay_train.txt (a merged or hand-made copy; the
-        # class halves cannot share an image): paths compared as written, made absolute and
-        # normalised, with no image read and no link followed
-        trained = {os.path.abspath(path) for path in image_folder(
-            data, split, layout=layout, image_size=image_size).paths}
-        seen = [path for path in test.paths if os.path.abspath(path) in trained]
-        if seen:
-            raise GradlabError(
-                f"the evaluation split {test.split!r} must hold other images than the training "
-                f"split {split!r}; {len(seen)} of its {len(test)} images "
-                f"{'is' if len(seen) == 1 else 'are'} in both (the first: {str(seen[0])!r}): "
-                "retrieval would be measured on images the study trained on"
-            )
+        # class halves cannot share an image)
+        refusal = (f"the evaluation split {test.split!r} must hold other images than the "
+                   f"training split {split!r}")  # fmt: skip
+        where = "in both"
+    # paths compared as given, made absolute and normalised: no image read, no link followed
+    known = {os.path.abspath(path) for path in trained}
+    seen = [path for path in test.paths if os.path.abspath(path) in known]
+    if seen:
+        raise GradlabError(
+            f"{refusal}; {len(seen)} of its {len(test)} images "
+            f"{'is' if len(seen) == 1 else 'are'} {where} (the first: {str(seen[0])!r}): "
+            "retrieval would be measured on images the study trained on"
+        )
     check_images(test.paths, f"images in the {test.split} split")
     counts = torch.bincount(test.labels, minlength=len(test.class_names))
     if not bool((counts >= 2).any()):  # every average would run over no query: all NaN
@@ -717,7 +710,8 @@ def loss_comparison_on_images(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
-    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
+    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
+                       dataset.paths)
     _say_left_out("losses", dataset.split, record)
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, record, backbone, embedding_dim, weights)
@@ -878,7 +872,8 @@ def anatomy_on_images(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
-    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
+    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
+                       dataset.paths)
     _say_left_out("anatomy", dataset.split, record)
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
