@@ -427,6 +427,10 @@ class EquivalenceResult:
             all hold as many, one included (None: classes of several sizes). Losses that weigh
             a query by its number of positives otherwise (a mean over positive pairs, or over
             queries) agree on such a batch: the verdict says so.
+        cause: what makes the candidate, as configured, differ from the whole-batch gradient
+            when it does (its ``known_difference``: a built-in step's local loss, a memory
+            written before the loss); printed beside a NOT EQUIVALENT verdict. None: nothing
+            known.
     """
 
     reference: str
@@ -440,6 +444,7 @@ class EquivalenceResult:
     candidate_loss: float | None
     quantities: list[QuantityComparison]
     class_size: int | None = None
+    cause: str | None = None
 
     @property
     def equivalent(self) -> bool:
@@ -450,6 +455,13 @@ class EquivalenceResult:
     def differing(self) -> list[str]:
         """The names of the quantities that differ."""
         return [q.name for q in self.quantities if q.recorded and not q.agrees]
+
+    def _losses_differ(self) -> bool:
+        """Both losses returned and finite, and apart by more than the tolerance."""
+        losses = (self.reference_loss, self.candidate_loss)
+        if any(loss is None or not math.isfinite(loss) for loss in losses):
+            return False
+        return abs(losses[0] - losses[1]) > self.atol + self.rtol * abs(losses[0])
 
     def __getitem__(self, name: str) -> QuantityComparison:
         """The comparison of one quantity: ``result["dL/dscores"]``."""
@@ -478,7 +490,7 @@ class EquivalenceResult:
             "tolerance": {"atol": self.atol, "rtol": self.rtol},
             "reference_loss": self.reference_loss, "candidate_loss": self.candidate_loss,
             "equivalent": self.equivalent, "differing": self.differing,
-            "class_size": self.class_size,
+            "class_size": self.class_size, "cause": self.cause,
             "quantities": {q.name: asdict(q) for q in self.quantities},
         })  # fmt: skip
 
@@ -528,6 +540,12 @@ class EquivalenceResult:
                 why += (f"; the candidate never computed {unscored} of the reference's scores: "
                         "its queries were ranked against part of the candidates only (scores "
                         "within each process or chunk, none gathered)")  # fmt: skip
+            if self._losses_differ():
+                why += (f"; the losses differ too (reference {_loss_text(self.reference_loss)}, "
+                        f"candidate {_loss_text(self.candidate_loss)}): the candidate computes "
+                        "another objective")  # fmt: skip
+            if self.cause:
+                why += f"; {self.cause}"
             lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ{why})")
         return "\n".join(lines)
 
@@ -670,7 +688,11 @@ def compare_gradients(
         (candidate_grads,) = run_distributed([candidate], model, batch, world_size, timeout)
     loss = getattr(reference, "loss", None)
     loss_name = score_objective(loss).name if loss is not None else ""
-    return compare(
+    result = compare(
         reference_grads, candidate_grads, batch, atol=atol, rtol=rtol,
         reference_name=_name(reference), candidate_name=_name(candidate), loss_name=loss_name,
     )  # fmt: skip
+    cause = getattr(candidate, "known_difference", None)  # a step of one's own: any object
+    if not result.equivalent and isinstance(cause, str):
+        result.cause = cause
+    return result

@@ -63,6 +63,12 @@ class Step:
             )
 
     @property
+    def known_difference(self) -> str | None:
+        """What makes this step, as configured, differ from the whole-batch gradient when it
+        does (printed beside a NOT EQUIVALENT verdict); None: nothing known."""
+        return None
+
+    @property
     def name(self) -> str:
         """The step and its options, without the loss: ``GradCache(chunk_size=4)``."""
         options = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
@@ -296,6 +302,30 @@ class AllGather(Step):
         """No memory: the gathered steps score the batch only."""
         self._refuse_memory(batch)
 
+    @property
+    def known_difference(self) -> str | None:
+        """Why the gathered step can differ: its local loss, or a loss factor given by hand.
+
+        Example:
+            >>> import gradlab
+            >>> step = AllGather(gradlab.NTXentLoss(), gradient=False, local_loss=True)
+            >>> step.known_difference.split(": ")[0]
+            "a local loss without the gathers' gradient"
+        """
+        if self.local_loss and not self.gradient:
+            return ("a local loss without the gathers' gradient: a candidate receives gradient "
+                    "only from its own process's queries")  # fmt: skip
+        if self.local_loss and score_objective(self.loss).reduction == "mean":
+            return ("each process averages its own terms, which gives the whole batch's mean "
+                    "only when every process holds as many of them (queries with a positive for "
+                    "Smooth-AP and NT-Xent, positive pairs for max-violation, queries for "
+                    "SigLIP)")  # fmt: skip
+        if self.loss_scale is not None:
+            return (f"loss_scale={self.loss_scale!r} given by hand: loss_scale=None picks "
+                    "the factor that makes the processes' average the whole-batch "
+                    "gradient")  # fmt: skip
+        return None
+
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Encode the shard, gather, compute this process's loss and back-propagate it."""
         objective = score_objective(self.loss)
@@ -376,6 +406,15 @@ class CrossBatchMemory(Step):
                                f" items); got {batch.memory_size} slots")  # fmt: skip
         if world != 1:
             raise GradlabError(f"CrossBatchMemory runs in one process; got world_size={world}")
+
+    @property
+    def known_difference(self) -> str | None:
+        """``enqueue="before"`` scores the batch's own candidates twice and drops old entries."""
+        if self.enqueue == "before":
+            return ("enqueue='before' writes the batch into the memory before the loss: each "
+                    "query also meets constant copies of the batch's own candidates, and the "
+                    "entries they replaced are gone")  # fmt: skip
+        return None
 
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Loss against the batch and the memory, and the enqueue; returns the loss."""

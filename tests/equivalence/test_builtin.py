@@ -449,3 +449,38 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
                             lambda device, free=free: free)  # fmt: skip
         with pytest.raises(TypeError):  # the stand-in problem: past the memory check
             check_builtin(candidate, batch_size=B_LARGE, **options)
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"gradient": False, "local_loss": True}, "receives gradient only from its own process"),
+    ({"gradient": True, "local_loss": True}, "holds as many of them"),
+    ({"gradient": False, "loss_scale": 1.0}, "loss_scale=1.0 given by hand"),
+    ({"gradient": True}, None),
+    ({"gradient": False}, None),
+])  # fmt: skip
+def test_each_gathered_variant_says_what_can_make_it_differ(options, says):
+    cause = AllGather(gradlab.MaxViolationTripletLoss(), **options).known_difference
+    assert cause is None if says is None else says in cause
+
+
+def test_a_local_loss_summed_has_no_mean_to_blame():
+    loss = gradlab.NTXentLoss(reduction="sum")
+    assert AllGather(loss, gradient=True, local_loss=True).known_difference is None
+
+
+@pytest.mark.slow
+def test_a_local_mean_over_unevenly_split_pairs_says_why_it_differs():
+    # Classes 2, 3, 4, 7 split between two processes of 8 rows: the first holds 17 positive
+    # pairs (1 + 1 + 2 + 2 + 2 + 3 + 3 + 3), the second 45 (3 + 7 x 6), so max-violation's
+    # mean over pairs differs; each holds 8 queries with a positive, so NT-Xent's agrees.
+    labels = torch.repeat_interleave(torch.arange(4), torch.tensor([2, 3, 4, 7]))
+    same = labels[:, None] == labels[None, :]
+    pairs = [int((same[rows].sum(1) - 1).sum()) for rows in (range(8), range(8, 16))]
+    assert pairs == [17, 45]
+    result = check_builtin("local-loss", loss="max-violation", class_sizes=[2, 3, 4, 7])
+    assert not result.equivalent
+    assert result.cause == AllGather(gradlab.MaxViolationTripletLoss(), gradient=True,
+                                     local_loss=True).known_difference  # fmt: skip
+    assert str(result).splitlines()[-1].endswith(f"; {result.cause})")
+    even = check_builtin("local-loss", loss="nt-xent", class_sizes=[2, 3, 4, 7])
+    assert even.equivalent and even.cause is None

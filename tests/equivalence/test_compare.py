@@ -198,6 +198,61 @@ def test_memory_updated_before_the_loss_is_flagged_at_the_overwritten_slots(name
     values = bad["scores"]
     assert values.memory_slots == overwritten and values.columns == []
     assert "memory slots 1-16" in str(bad)
+    assert bad.cause == CrossBatchMemory(loss, "before").known_difference
+    assert str(bad).splitlines()[-1].endswith(f"; {bad.cause})")
+    assert good.cause is None and bad.to_dict()["cause"] == bad.cause
+
+
+def test_the_losses_differing_too_is_said_with_both_values(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), Accumulation(loss, 4), model, batch)
+    apart = abs(result.reference_loss - result.candidate_loss)
+    assert apart > result.atol + result.rtol * abs(result.reference_loss)
+    assert (f"; the losses differ too (reference {result.reference_loss:.6g}, candidate "
+            f"{result.candidate_loss:.6g}): the candidate computes another objective"
+            ) in str(result)  # fmt: skip
+    # the same loss, another gradient (one query's row scaled): the losses are not blamed
+    row = compare_gradients(FullBatch(loss), ScaledQueryRow(loss, row=5), model, batch)
+    assert not row.equivalent
+    assert abs(row.reference_loss - row.candidate_loss) <= row.atol + row.rtol * abs(
+        row.reference_loss)  # fmt: skip
+    assert "the losses differ" not in str(row)
+
+
+@pytest.mark.parametrize("losses", [(None, 1.0), (1.0, None), (1.0, float("nan")),
+                                    (float("inf"), 1.0)])  # fmt: skip
+def test_losses_not_returned_or_not_finite_are_not_said_to_differ(problem, losses):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), Accumulation(loss, 4), model, batch)
+    result.reference_loss, result.candidate_loss = losses
+    assert "the losses differ" not in str(result) and "never computed" in str(result)
+
+
+def test_a_step_of_ones_own_may_say_what_makes_it_differ(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+
+    class Halved:
+        known_difference = "halved on purpose"
+
+        def __call__(self, model, batch, probe):
+            return FullBatch(lambda s, p: 0.5 * score_objective(loss)(s, p))(model, batch, probe)
+
+    class Unsaid(Halved):
+        known_difference = 7  # not a text: not printed
+
+    said = compare_gradients(FullBatch(loss), Halved(), model, batch)
+    assert said.cause == "halved on purpose"
+    assert str(said).splitlines()[-1].endswith("; halved on purpose)")
+    assert compare_gradients(FullBatch(loss), Unsaid(), model, batch).cause is None
+
+    class Agreeing(GradCache):
+        known_difference = "never printed"  # a step that agrees has no cause to give
+
+    agrees = compare_gradients(FullBatch(loss), Agreeing(loss, 4), model, batch)
+    assert agrees.equivalent and agrees.cause is None and "never printed" not in str(agrees)
 
 
 def test_a_planted_row_is_found_where_it_was_planted(problem):
