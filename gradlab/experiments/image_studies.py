@@ -379,7 +379,10 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
         test = image_folder(data, test_split, layout="list", list_file=test_list_file,
                             image_size=image_size)  # fmt: skip
         # a copy of the training list passes the name check above
-        refusal, where = "test_list_file must name other images than list_file", "in list_file too"
+        # named by the files, which the command line and Python give alike
+        refusal = (f"the evaluation list {str(test_list_file)!r} must name other images than the "
+                   f"training list {str(list_file)!r}")  # fmt: skip
+        where = "in the training list too"
     else:
         if split == test_split:
             raise GradlabError(f"split must not be the evaluation split {test_split!r}: the "

@@ -1000,13 +1000,32 @@ def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_image
         function(halves, layout="list", list_file=train, test_list_file=duplicate, batch_sizes=[8],
                  **SMALL)
     message = str(refused.value)
-    prefix = (f"test_list_file must name other images than list_file; {len(listed)} of its "
-              f"{len(listed)} images are in list_file too (the first: ")  # fmt: skip
+    prefix = (f"the evaluation list {str(duplicate)!r} must name other images than the "
+              f"training list {str(train)!r}; {len(listed)} of its {len(listed)} images are in "
+              "the training list too (the first: ")  # fmt: skip
     suffix = "): retrieval would be measured on images the study trained on"
     assert message.startswith(prefix) and message.endswith(suffix)
     first = message.removeprefix(prefix).removesuffix(suffix).strip("'")
     assert Path(first).resolve() == (Path(halves) / listed[0]).resolve()  # the list's first
     assert capsys.readouterr().err == ""  # before any run
+
+
+def test_the_command_names_the_overlapping_lists_by_their_files(halves, tmp_path, capsys):
+    # it said "test_list_file must name other images than list_file": Python's names, which
+    # the command's user never typed (--test-list-file, --list-file)
+    from gradlab.cli import main
+
+    train = _listing(tmp_path, "train.txt", range(CLASSES // 2), PER_CLASS)
+    duplicate = tmp_path / "copy.txt"
+    duplicate.write_text(train.read_text())
+    code = main(["study", "losses", "--data", str(halves), "--list-file", str(train),
+                 "--test-list-file", str(duplicate), "--batch-sizes", "8", "--embedding-dim",
+                 "8", "--image-size", "16", "--out", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"gradlab: the evaluation list {str(duplicate)!r} must name other "
+                          f"images than the training list {str(train)!r}; ")  # fmt: skip
+    assert "_list_file" not in err and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("function", [study.loss_comparison_on_images, study.anatomy_on_images])
