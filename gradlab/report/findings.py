@@ -244,7 +244,16 @@ MINIATURE_DATA = "digit strings built from scikit-learn's digits"
 """The data of the report's P study, named where its results predate their own ``data`` entry."""
 
 
-def _operating_region(results: dict) -> list[Finding]:
+def p_vs_batch_size_sentences(results: dict) -> list[str]:
+    """The P-against-batch-size finding as sentences: first the paper's claim, the audit's
+    verdict and the miniature run as context, then one sentence per measured outcome (the
+    report joins them into one paragraph, the README lists them under the first); ``[]``
+    without a run.
+
+    Example:
+        >>> p_vs_batch_size_sentences({})
+        []
+    """
     batch = results.get("p_vs_batch_size")
     if not batch:
         return []
@@ -287,19 +296,21 @@ def _operating_region(results: dict) -> list[Finding]:
           if steps and "trained_at_m" in summary["settings"] else []),
     ]  # fmt: skip
     return [
-        Finding(
-            " ".join([
-                "Brown et al. (2020) report the operating-region proportion P rising with the "
-                f"batch size; the audit's verdict: {verdict}. As context, a miniature was run "
-                f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
-                f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
-                f"({per_class} images per class, m/{per_class} classes) at m = {sizes[0]} to "
-                f"{sizes[-1]}, over {len(batch['seeds'])} seeds (mean ± std (population)).",
-                *parts, *after,
-            ]),
-            "figures/p_vs_batch_size.png",
-        )
+        "Brown et al. (2020) report the operating-region proportion P rising with the "
+        f"batch size; the audit's verdict: {verdict}. As context, a miniature was run "
+        f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
+        f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
+        f"({per_class} images per class, m/{per_class} classes) at m = {sizes[0]} to "
+        f"{sizes[-1]}, over {len(batch['seeds'])} seeds (mean ± population std).",
+        *parts, *after,
     ]  # fmt: skip
+
+
+def _operating_region(results: dict) -> list[Finding]:
+    sentences = p_vs_batch_size_sentences(results)
+    if not sentences:
+        return []
+    return [Finding(" ".join(sentences), "figures/p_vs_batch_size.png")]
 
 
 def _training(results: dict) -> list[Finding]:

@@ -284,7 +284,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(sections)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
-        f"As context, {MINIATURE} at m = 16 to 256, over 3 seeds (mean ± std (population)). "
+        f"As context, {MINIATURE} at m = 16 to 256, over 3 seeds (mean ± population std). "
         f"At a fixed trained network, P stays within the seed spread ({_cell([0.1, 0.2])} to "
         f"{_cell([0.15, 0.1])}). For networks trained at each m, P falls from {_cell([0.3, 0.2])} "
         f"to {_cell([0.1, 0.1])}. On this miniature alone, the audit's paired t-test over the "
@@ -307,7 +307,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(alone)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         f"size; the audit's verdict: holds. As context, {MINIATURE} at m = 16 to 256, over 3 "
-        f"seeds (mean ± std (population)). For networks trained at each m, P falls from "
+        f"seeds (mean ± population std). For networks trained at each m, P falls from "
         f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}."
     )
     # an audit section without records: the summary's verdict, still a finding
