@@ -9,6 +9,9 @@ that says what the first argument is. Argument names follow the glossary (``docs
 * cross-modal SmoothAP and Blackbox AP by keyword:
   ``loss(queries, candidates=candidates, positives=positives)``;
 * score losses: ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
+
+SigLIP's sigmoid loss, a score loss too, is :class:`gradlab.SigLIPLoss` (module
+:mod:`gradlab.siglip_loss`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,18 @@ from gradlab.validation import (
     refuse_learnable,
     value_checks_enabled,
 )
+
+__all__ = [
+    "BlackboxAPLoss",
+    "DegenerateBatchWarning",
+    "FAPPYLoss",
+    "FastAPLoss",
+    "MaxViolationTripletLoss",
+    "NTXentLoss",
+    "RankingLoss",
+    "SmoothAPLoss",
+    "SoftmaxLogits",
+]
 
 INPUT_FORMS = ("embeddings", "scores", "in_batch_scores")
 """The values of :attr:`RankingLoss.input_form`."""
@@ -287,7 +302,7 @@ class FAPPYLoss(_InBatchLoss):
     """FAPPY, the multi-scale false-positive-probability loss (FAPPY paper, Algorithm 1).
 
     ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving while at least
-    ``delta_min`` (``0.1``: down to 0.125).
+    ``delta_min`` (the default 0.01: down to 0.015625; 0.1: down to 0.125).
     ``normalization="paper"`` (default) divides each scale's sum by all positive pairs as
     Algorithm 1 prints it; ``"official"`` divides the running loss by the scale's active pairs as
     the authors' Caffe layer does. In-batch only: its functional core,
@@ -512,7 +527,16 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
     """VSE++'s max-violation triplet loss on a score matrix (Faghri et al. 2018, Eq. 5).
 
     ``loss(scores, positives)``: see :func:`gradlab.functional.max_violation_triplet_loss`.
-    Plain autograd: second derivatives are exact. ``margin`` lies in ``[0, 1e30]``.
+    Plain autograd: second derivatives are exact.
+
+    Args:
+        margin: the margin ``alpha``, in ``[0, 1e30]`` (VSE++ uses 0.2).
+        direction: ``"both"`` (the default: the image-to-text and text-to-image losses
+            summed, as VSE++ does), ``"i2t"`` (rows are the queries) or ``"t2i"`` (columns).
+        reduction: ``"mean"`` over the positive pairs of each direction, or ``"sum"``
+            (VSE++'s code sums over the batch).
+        validate: refuse NaN/inf scores and scores too large for the loss's dtype, and count
+            degenerate batches (one host read); ``False`` skips both.
 
     Example:
         >>> loss_fn = MaxViolationTripletLoss(margin=0.2)
@@ -550,7 +574,18 @@ class NTXentLoss(_ScoreMatrixLoss):
     """NT-Xent / InfoNCE on a score matrix (Oord et al. 2018; SimCLR Eq. 1), several positives.
 
     ``loss(scores, positives)``: see :func:`gradlab.functional.nt_xent_loss`.
-    Plain autograd: second derivatives are exact. ``temperature`` is at least ``1e-30``.
+    Plain autograd: second derivatives are exact.
+
+    Args:
+        temperature: ``T``, finite and at least ``1e-30`` (SimCLR uses 0.1-0.5). A learnable
+            temperature is refused: pass ``temperature=1.0`` and the scaled scores, as for
+            CLIP's ``logit_scale``.
+        direction: ``"both"`` (the default: the image-to-text and text-to-image losses
+            summed, so chance level is ``2 ln C`` on a square matrix), ``"i2t"`` (rows are the
+            queries) or ``"t2i"`` (columns).
+        reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
+        validate: refuse NaN/inf scores and scores too large for the loss's dtype, and count
+            degenerate batches (one host read); ``False`` skips both.
 
     Example:
         >>> loss_fn = NTXentLoss(temperature=1.0, direction="i2t")

@@ -15,9 +15,10 @@ import pytest
 
 import gradlab
 import gradlab.functional
+import gradlab.losses
 import gradlab.monitor
 
-PUBLIC = [gradlab, gradlab.functional, gradlab.monitor]
+PUBLIC = [gradlab, gradlab.functional, gradlab.losses, gradlab.monitor]
 
 
 def _doctests(module) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import gradlab
+import gradlab.losses
 from gradlab import GradlabError
 from gradlab.losses import INPUT_FORMS, DegenerateBatchWarning, RankingLoss
 from tests.reference.histogram_losses_loops import fappy_algorithm1, fastap_query, ranked_ap
@@ -118,6 +119,18 @@ def test_the_table_covers_every_loss_of_the_package():
                 and issubclass(getattr(gradlab, name), RankingLoss) and name != "RankingLoss"}
     assert found | exported == set(CASES)
     assert {name for name in CASES if hasattr(gradlab, name)} == set(CASES)  # exported
+
+
+def test_a_star_import_of_the_losses_brings_their_public_names_only():
+    # without __all__ it brought torch, nn, warnings and some 30 validation helpers
+    namespace: dict = {}
+    exec("from gradlab.losses import *", namespace)  # the statement under test
+    brought = {name for name in namespace if name != "__builtins__"}
+    public = {name for name, value in vars(gradlab.losses).items()
+              if inspect.isclass(value) and value.__module__ == "gradlab.losses"
+              and not name.startswith("_")}  # fmt: skip
+    assert brought == public
+    assert {name for name in gradlab.__all__ if name in public} == public - {"SoftmaxLogits"}
 
 
 @pytest.mark.parametrize("name", NAMES)
