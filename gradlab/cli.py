@@ -975,6 +975,25 @@ def _discard_stdout() -> None:
             os.close(devnull)
 
 
+def _option_naming(arguments: argparse.Namespace, filename: object) -> str | None:
+    """The option (``--json``) whose path the failed ``filename`` is, as typed or with its ``~``
+    expanded; None for another file (one gradlab chose) or a positional argument."""
+    if filename is None:
+        return None
+    for dest, value in vars(arguments).items():
+        values = value if isinstance(value, list) else [value]
+        for one in values:
+            if isinstance(one, (str, os.PathLike)) and str(one) and (
+                    str(one) == str(filename)
+                    or os.path.expanduser(str(one)) == str(filename)):  # fmt: skip
+                return "--" + dest.replace("_", "-") if dest not in POSITIONAL else None
+    return None
+
+
+POSITIONAL = frozenset({"command", "run_dir", "candidate", "name"})
+"""Destinations of positional arguments: a path among them has no option to name."""
+
+
 def _main(argv: list[str] | None) -> int:
     """The command itself: :func:`main` without its handling of a closed standard output."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -1119,7 +1138,9 @@ def _main(argv: list[str] | None) -> int:
         if error.filename is None and error.errno not in WRITE_FAILURES:
             raise  # not a file or path the user named: a bug, shown in full
         where = "an output" if error.filename is None else repr(str(error.filename))
-        print(f"gradlab: could not use {where}: {error.strerror}", file=sys.stderr)
+        option = _option_naming(arguments, error.filename)
+        print(f"gradlab: could not use {option + ' ' if option else ''}{where}: "
+              f"{error.strerror}", file=sys.stderr)  # fmt: skip
         return 2
     return 0
 

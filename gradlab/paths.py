@@ -10,6 +10,9 @@ gradlab creates what you name and nothing else:
   exist yet; it is created, with its missing parents, when the work writes into it (as
   ``mkdir -p`` would). Its nearest existing ancestor must be a folder gradlab can write into.
 
+A name longer than the file system takes (255 bytes), or a path longer than it takes, is
+refused before the work, not found when the result is written.
+
 A leading ``~`` (``~user``) is expanded to the home folder, for every caller, as a shell
 would: ``Monitor("~/runs/a")`` writes under the home folder, never into a folder named ``~``.
 
@@ -21,6 +24,7 @@ names the argument, the path and what is allowed.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -47,6 +51,27 @@ def _as_path(path: object, argument: str, kind: str) -> Path:
             f"{argument} must be a {kind} path; got {str(path)!r}, whose leading "
             f"{Path(path).parts[0]!r} names no home folder known here"
         ) from error
+
+
+NAME_BYTES = 255
+"""The longest file or folder name common file systems take (Linux's ``NAME_MAX``)."""
+
+
+def _refuse_long_names(path: Path, argument: str) -> None:
+    """Refuse a path whose name, or one of its folders' names, is longer than the file system
+    takes (``NAME_MAX``, 255 bytes on Linux): the write would fail after the work."""
+    try:
+        os.lstat(path)
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
+            size = len(os.fsencode(longest))
+            what = (f"a name of {size} bytes ({longest[:40]!r}...)" if size > NAME_BYTES
+                    else f"a path of {len(os.fsencode(str(path)))} bytes")  # fmt: skip
+            raise GradlabError(
+                f"{argument} must be a path the file system takes; got {what}, longer than it "
+                "allows"
+            ) from error
 
 
 def _writable_folder(folder: Path) -> bool:
@@ -92,6 +117,7 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
         raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which names a "
                            "folder (it ends in a separator): add the file's name")  # fmt: skip
     path = _as_path(path, argument, "file")
+    _refuse_long_names(path, argument)
     if path.is_dir():
         raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which is a folder")
     folder = path.parent
@@ -210,6 +236,7 @@ def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
         --out must be a folder or a path where one can be created; got '...', but '...' is a file
     """
     path = _as_path(path, argument, "folder")
+    _refuse_long_names(path, argument)
     if path.exists() and not path.is_dir():
         raise GradlabError(
             f"{argument} must be a folder or a path where one can be created; got {str(path)!r}, "

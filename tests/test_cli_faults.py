@@ -232,7 +232,8 @@ def test_an_output_that_fails_while_written_is_one_line_exit_2(tmp_path, capsys,
     monkeypatch.setattr(gradlab.symbolic.audit, "write_outputs", denied)
     code, _, stderr = _run(["audit", "--json", str(target)], capsys)
     assert code == 2
-    assert stderr.splitlines() == [f"gradlab: could not use {str(target)!r}: Permission denied"]
+    assert stderr.splitlines() == [f"gradlab: could not use --json {str(target)!r}: Permission "
+                                   "denied"]  # fmt: skip
 
 
 FULL = Path("/dev/full")  # Linux: every write into it fails with ENOSPC, as on a full disk
@@ -245,7 +246,8 @@ def test_a_full_disk_while_the_audit_writes_is_one_line_naming_the_file(capsys, 
     monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", lambda **options: [])
     code, _, stderr = _run(["audit", "--markdown", str(FULL)], capsys)
     assert code == 2
-    assert stderr.splitlines() == [f"gradlab: could not use {str(FULL)!r}: No space left on device"]
+    assert stderr.splitlines() == [f"gradlab: could not use --markdown {str(FULL)!r}: No space "
+                                   "left on device"]  # fmt: skip
 
 
 @pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")
@@ -253,7 +255,58 @@ def test_a_full_disk_while_check_equivalence_writes_is_one_line(capsys):
     code, stdout, stderr = _run(["check-equivalence", "gradient-cache", "--json", str(FULL)],
                                 capsys)  # fmt: skip
     assert code == 2 and "verdict:" in stdout
-    assert stderr.splitlines() == [f"gradlab: could not use {str(FULL)!r}: No space left on device"]
+    assert stderr.splitlines() == [f"gradlab: could not use --json {str(FULL)!r}: No space left "
+                                   "on device"]  # fmt: skip
+
+
+def test_a_path_option_typed_with_a_tilde_is_named_when_its_write_fails(capsys, monkeypatch,
+                                                                        tmp_path):
+    import gradlab.symbolic.audit
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def denied(records, json_path, markdown_path):
+        raise PermissionError(13, "Permission denied", str(json_path))
+
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", lambda **options: [])
+    monkeypatch.setattr(gradlab.symbolic.audit, "format_table", lambda records: "table")
+    monkeypatch.setattr(gradlab.symbolic.audit, "write_outputs", denied)
+    code, _, stderr = _run(["audit", "--json", "~/records.json"], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [f"gradlab: could not use --json "
+                                   f"{str(tmp_path / 'records.json')!r}: Permission denied"]
+
+
+def test_the_positional_arguments_the_fault_line_leaves_unnamed_are_the_parsers():
+    # a path given as a positional argument (RUN_DIR) has no option to name: the list that
+    # says so must be the parser's own positionals, or a new one would be named "--new"
+    import argparse
+
+    from gradlab.cli import POSITIONAL, _build_parser
+
+    parser = _build_parser(with_sections=True, with_candidates=True, with_plan_losses=True)
+    found = set()
+    pending = [parser]
+    while pending:
+        for action in pending.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                found.add(action.dest)
+                pending.extend(action.choices.values())
+            elif not action.option_strings:
+                found.add(action.dest)
+    assert found == set(POSITIONAL)
+
+
+@pytest.mark.parametrize("option", ["--json", "--markdown"])
+def test_a_name_longer_than_the_file_system_takes_is_refused_before_the_audit(
+        capsys, tmp_path, option):  # fmt: skip
+    # it ran the whole audit, then said "could not use 'aaa...json': File name too long"
+    long = tmp_path / ("a" * 300 + ".json")
+    code, stdout, stderr = _run(["audit", option, str(long)], capsys)
+    assert (code, stdout) == (2, "")
+    assert stderr.splitlines() == [f"gradlab: {option} must be a path the file system takes; "
+                                   f"got a name of 305 bytes ({'a' * 40!r}...), longer than it "
+                                   "allows"]  # fmt: skip
 
 
 def test_a_full_disk_while_figures_are_drawn_is_one_line(tmp_path, capsys, monkeypatch):

@@ -257,3 +257,19 @@ def test_a_file_that_cannot_be_read_is_not_recognised(tmp_path):
                     reason="a character device")  # fmt: skip
 def test_the_null_device_is_not_read(tmp_path):
     assert _own(os.devnull, lambda path: pytest.fail("read")) == Path(os.devnull)
+
+
+@pytest.mark.parametrize("check", [check_output_file, check_output_folder])
+def test_names_and_paths_longer_than_the_file_system_takes_are_refused(tmp_path, check):
+    name = "é" * 130  # 130 characters, 260 bytes in UTF-8: the limit counts bytes
+    with pytest.raises(GradlabError) as refused:
+        check(tmp_path / name, argument="log_dir")
+    assert str(refused.value) == (f"log_dir must be a path the file system takes; got a name of "
+                                  f"260 bytes ({name[:40]!r}...), longer than it allows")
+    deep = tmp_path.joinpath(*["d" * 200] * 25)  # each name fits, the whole path does not
+    with pytest.raises(GradlabError) as refused:
+        check(deep, argument="log_dir")
+    assert str(refused.value) == (f"log_dir must be a path the file system takes; got a path of "
+                                  f"{len(os.fsencode(str(deep)))} bytes, longer than it allows")
+    assert list(tmp_path.iterdir()) == []
+    assert check(tmp_path / ("a" * 255), argument="log_dir").name == "a" * 255  # at the limit
