@@ -223,6 +223,10 @@ TITLE_PAD = 10
 """Space between a panel's title and its frame, clear of the top tick label."""
 LINE_WIDTH = 1.4
 """Lines of one run."""
+COVERED_LINE_WIDTH = 4.5
+"""A line of one run that lies on a later one (:func:`covered_keys`): a band around it."""
+COVERED_ALPHA = 0.55
+"""Its opacity: the later line shows through."""
 RUN_LINE_WIDTH = 1.6
 """Lines of several runs overlaid (each run marked by its colour and marker)."""
 MARKER_SIZE = 3
@@ -728,6 +732,20 @@ def coinciding(keys: Sequence[str], records: Sequence[dict]) -> bool:
         >>> coinciding(["a", "b"], records), coinciding(["a", "c"], records)
         (True, False)
     """
+    return bool(covered_keys(keys, records))
+
+
+def covered_keys(keys: Sequence[str], records: Sequence[dict]) -> set[str]:
+    """The keys that lie on a later one of ``keys`` over a run's ``records`` (by the rule of
+    :func:`coinciding`): drawn first, each lies under the later line, so it is drawn wider,
+    a band around that line.
+
+    Example:
+        >>> records = [{"step": s, "a": 1.0 + s, "b": -s, "c": 1.001 + s} for s in range(10)]
+        >>> covered_keys(["a", "b", "c"], records)
+        {'a'}
+    """
+    covered = set()
     for index, first in enumerate(keys):
         for second in keys[index + 1 :]:
             pairs = [(r[first], r[second]) for r in records
@@ -735,8 +753,8 @@ def coinciding(keys: Sequence[str], records: Sequence[dict]) -> bool:
                      and math.isfinite(r[first]) and math.isfinite(r[second])]  # fmt: skip
             close = [abs(a - b) <= COINCIDE * max(abs(a), abs(b)) for a, b in pairs]
             if len(close) >= 2 * len(keys) and sum(close) >= COINCIDING_SHARE * len(close):
-                return True
-    return False
+                covered.add(first)
+    return covered
 
 
 def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
@@ -861,7 +879,8 @@ def draw_family(
         float(r[key]) for _, records in runs for r in records for key in keys
         if key in r and _number(r[key]) and _drawable(r[key])])  # fmt: skip
     scale = None if axis.get_yscale() == "linear" else axis.yaxis.get_transform()
-    alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
+    covered = set() if several else covered_keys(keys, runs[0][1])
+    alternate = len(keys) if covered else 0
     broken: dict[int, set[int]] = {}  # run -> its steps with a NaN or infinite value
     grouped = 0  # the most logged steps one drawn point stands for (0: each its own)
     drawn: list[float] = []  # the values drawn: lines, and the bands' ends
@@ -888,6 +907,8 @@ def draw_family(
                                                    alpha=BAND_ALPHA, linewidth=0))  # fmt: skip
                     drawn += [*lows.tolist(), *highs.tolist()]
                 style = _isolated_points_marked(style, values)
+                if key in covered:  # a band under the later line it lies on
+                    style = {**style, "linewidth": COVERED_LINE_WIDTH, "alpha": COVERED_ALPHA}
                 axis.plot(steps, values, **{"linewidth": LINE_WIDTH, **style})
                 drawn += list(values)
     for band in bands:  # named in the legend (:func:`_band_handles`), once
@@ -1038,12 +1059,17 @@ def flat_families(runs: list[Run], plots=PLOTS, tolerance: float = FLAT) -> dict
     return flat
 
 
-def _key_handles(keys: list[str], several: bool, labels=LABELS) -> list[Line2D]:
+def _key_handles(keys: list[str], several: bool, labels=LABELS,
+                 covered: set[str] | frozenset[str] = frozenset()) -> list[Line2D]:  # fmt: skip
+    """The keys' legend entries: grey line styles (several runs), else each key's style, a
+    ``covered`` key (:func:`covered_keys`) as the band it is drawn as."""
     if several:  # the keys in grey, by line style
         return [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
                        label=key_label(key, labels)) for i, key in enumerate(keys)]  # fmt: skip
-    return [Line2D([], [], **_line_style(0, i, False), label=key_label(key, labels))
-            for i, key in enumerate(keys)]  # fmt: skip
+    band = {"linewidth": COVERED_LINE_WIDTH, "alpha": COVERED_ALPHA}
+    return [Line2D([], [], **{"linewidth": LINE_WIDTH, **_line_style(0, i, False),
+                              **(band if key in covered else {})},
+                   label=key_label(key, labels)) for i, key in enumerate(keys)]  # fmt: skip
 
 
 def _run_handles(runs: list[Run]) -> list[Line2D]:
@@ -1084,7 +1110,7 @@ def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
     """One colour per run and one line style per key (several runs); one style per key (one).
     Runs that log none of ``keys`` (runs with other quantities) are not named."""
     if len(runs) == 1:
-        return _key_handles(keys, False, labels)
+        return _key_handles(keys, False, labels, covered_keys(keys, runs[0][1]))
     drawn = [handle for handle, (_, records) in zip(_run_handles(runs), runs, strict=True)
              if any(key in record for record in records for key in keys)]  # fmt: skip
     return drawn + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
@@ -1101,7 +1127,8 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
         draw_family(axis, family, keys, runs, wrap=45, plots=plots, max_points=max_points)
         labels = {key: label for key, label in plots[family].series}
         keyed = len(keys) > 1 or len(runs) == 1  # else the runs' legend names the one key
-        handles = (_key_handles(keys, len(runs) > 1, labels) if keyed else []) + (
+        covered = covered_keys(keys, runs[0][1]) if len(runs) == 1 else set()
+        handles = (_key_handles(keys, len(runs) > 1, labels, covered) if keyed else []) + (
             _band_handles(axis) + _not_finite_handles(axis))  # fmt: skip
         if handles:
             axis.legend(handles=handles,

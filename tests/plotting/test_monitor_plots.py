@@ -781,7 +781,37 @@ def test_keys_of_one_run_that_lie_on_one_another_mark_alternate_steps(tmp_path):
     plt.close(figure)
 
 
-def _coinciding_by_hand(keys, records) -> bool:
+def test_a_key_under_a_later_one_is_drawn_as_a_band_and_named_as_one(tmp_path):
+    # |AD| under |AD - CB| was hidden by it: the two lines, one colour showing (the report's
+    # decomposition figure of a SmoothAP run)
+    keys = ["decomposition_ad_norm_q50", "decomposition_cb_norm_q50",
+            "decomposition_grad_norm_q50"]  # fmt: skip
+    runs = _one_run({keys[0]: lambda s: 10.0 ** -s, keys[1]: lambda s: 1e-4 * 10.0 ** -s,
+                     keys[2]: lambda s: (1 - 1e-4) * 10.0 ** -s})  # fmt: skip
+    assert monitor_plots.covered_keys(keys, runs[0][1]) == {keys[0]}
+    figure, axis = plt.subplots()
+    draw_family(axis, "decomposition", keys, runs)
+    widths = [line.get_linewidth() for line in axis.get_lines()]
+    alphas = [line.get_alpha() for line in axis.get_lines()]
+    plt.close(figure)
+    assert widths[0] > 3 * widths[2] and widths[1] == widths[2]  # a band, the others lines
+    assert alphas[0] < 1 and alphas[1:] == [None, None]  # the line on it shows through
+    handles = monitor_plots._legend(keys, runs)
+    assert [h.get_linewidth() for h in handles] == widths
+    # two runs: each run's own colour tells them apart, no band
+    figure, axis = plt.subplots()
+    draw_family(axis, "decomposition", keys, [runs[0], ("again", runs[0][1])])
+    assert len({line.get_linewidth() for line in axis.get_lines()}) == 1
+    plt.close(figure)
+
+
+def _covered_by_hand(keys, records) -> set:
+    """The earlier key of each pair that lies on one another (the rule below)."""
+    return {keys[a] for a in range(len(keys)) for b in range(a + 1, len(keys))
+            if _coinciding_by_hand([keys[a], keys[b]], records, len(keys))}  # fmt: skip
+
+
+def _coinciding_by_hand(keys, records, count=None) -> bool:
     """The docstring's rule, pair by pair: over the steps where both keys hold finite numbers
     (not booleans), at least 2 x len(keys) of them, the two lie within 2 % of the larger at
     90 % of those steps."""
@@ -792,7 +822,7 @@ def _coinciding_by_hand(keys, records) -> bool:
                 x, y = record.get(keys[a]), record.get(keys[b])
                 if all(type(v) in (int, float) and math.isfinite(v) for v in (x, y)):
                     both.append(abs(x - y) <= 0.02 * max(abs(x), abs(y)))
-            if both and len(both) >= 2 * len(keys) and sum(both) >= 0.9 * len(both):
+            if both and len(both) >= 2 * (count or len(keys)) and sum(both) >= 0.9 * len(both):
                 return True
     return False
 
@@ -813,6 +843,7 @@ def test_coinciding_follows_its_rule_on_mixed_records(seed):
                 record[key] = value * (step + 1) if type(value) is float else value
         records.append(record)
     assert monitor_plots.coinciding(keys, records) == _coinciding_by_hand(keys, records)
+    assert monitor_plots.covered_keys(keys, records) == _covered_by_hand(keys, records)
 
 
 def test_coinciding_at_its_thresholds():
