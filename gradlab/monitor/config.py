@@ -64,6 +64,10 @@ def _named_instead(quantities: object) -> str:
         quantities = [quantities] if quantities else []
     elif not isinstance(quantities, Sequence):
         return ""
+    classes = [q for q in quantities if isinstance(q, type) and issubclass(q, Quantity)]
+    if classes:  # the class where its object goes
+        return (f" (a quantity is an object, not its class: pass "
+                f"{', '.join(f'{cls.__name__}()' for cls in classes)})")
     names = [q for q in quantities if isinstance(q, str)]
     if not names:
         return ""

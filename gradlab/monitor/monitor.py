@@ -115,8 +115,21 @@ def _due_or_not(quantity: Quantity, step: int) -> bool:
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
     the quantity as configured can read of that loss), or None."""
-    return (adapter.not_applicable(quantity.name) or quantity.not_applicable(adapter.loss_fn)
-            or adapter.why_not(quantity.needs))  # fmt: skip
+    reason = adapter.not_applicable(quantity.name)
+    if reason:
+        return reason
+    try:
+        said = quantity.not_applicable(adapter.loss_fn)
+    except GradlabError:  # it says what it refuses
+        raise
+    except Exception as error:
+        raise GradlabError(f"quantity {quantity.name!r}: its not_applicable() raised "
+                           f"{type(error).__name__}: {error}") from error  # fmt: skip
+    if said is not None and not isinstance(said, str):
+        raise GradlabError(f"quantity {quantity.name!r}: not_applicable() must return a str "
+                           f"(why the watched loss cannot serve it) or None (it can); got "
+                           f"{said!r}")  # fmt: skip
+    return said or adapter.why_not(quantity.needs)
 
 
 class Monitor:
@@ -611,13 +624,6 @@ class Monitor:
                 loss_scale=True,  # a quantity reading a parameter's gradient unscales it too
             )  # fmt: skip
             batch.provides = adapter.provides
-            for quantity in due:
-                quantity.at_call(batch)  # what the optimizer step will move, taken now
-            if (self._pending is not None and self._pending_adapter is not adapter
-                    and self._pending_trained):  # an evaluation before it: replaced, no sum
-                self._warn_second_loss(self._pending_adapter, adapter)
-            self._pending, self._pending_adapter = batch, adapter
-            self._pending_trained = torch.is_grad_enabled()
         except Exception as error:
             if batch is not None:  # read, but not kept: its gradient hooks go with it
                 adapter.remove_hooks()
@@ -626,6 +632,19 @@ class Monitor:
                 raise GradlabError(f"Monitor cannot read this loss call: {error}; the call's "
                                    f"arguments: {call}") from error  # fmt: skip
             self._skip_call(error, call)
+            return
+        for quantity in due:  # what the optimizer step will move, taken now
+            if quantity.name in self.disabled:
+                continue
+            try:
+                quantity.at_call(batch)
+            except Exception as error:  # this quantity alone: the call is kept for the others
+                self._fail(quantity, error, "at_call()", self.step_count)
+        if (self._pending is not None and self._pending_adapter is not adapter
+                and self._pending_trained):  # an evaluation before it: replaced, no sum
+            self._warn_second_loss(self._pending_adapter, adapter)
+        self._pending, self._pending_adapter = batch, adapter
+        self._pending_trained = torch.is_grad_enabled()
 
     def _warn_nothing_read(self, stacklevel: int) -> None:
         """At close: say that a run whose calls could not be read logged nothing at all (the
@@ -1054,12 +1073,12 @@ class Monitor:
         with torch.inference_mode():
             with skip_value_checks():
                 for quantity in due:
+                    if "embedding_grad" in quantity.needs and batch.embedding_grad is None:
+                        continue  # no gradient reached the embeddings: warned of above
                     try:
                         values = quantity.compute(batch)
                     except Exception as error:
-                        if self.strict:
-                            raise
-                        self._disable(quantity, error)
+                        self._fail(quantity, error, "compute()", step)
                         continue
                     if ships_with_gradlab(quantity):  # its own tests hold it to its keys
                         computed.append((quantity, values))
@@ -1069,13 +1088,20 @@ class Monitor:
                     except GradlabError as error:
                         if self.strict:
                             raise
-                        self._disable(quantity, error, returned=True)
+                        self._disable(quantity, error, returned=True, step=step)
             if not is_rank_zero():
                 return None
             record: dict = {"step": step}
             record.update(self._transfer(step, batch, computed))
         for quantity, _ in computed:  # what a quantity says of its numbers, once per run
-            said = quantity.said_of_logged(record, batch)
+            try:
+                said = quantity.said_of_logged(record, batch)
+                if said is not None and not isinstance(said, str):
+                    raise GradlabError(f"said_of_logged must return a str or None; got "
+                                       f"{said!r}")  # fmt: skip
+            except Exception as error:  # its values are written; later steps leave it out
+                self._fail(quantity, error, "said_of_logged()", step)
+                continue
             if said is not None and quantity.name not in self._said:
                 self._said.add(quantity.name)
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
@@ -1197,25 +1223,48 @@ class Monitor:
         training goes on (``strict=True`` raises)."""
         try:
             return quantity.should_compute(step)
-        except Exception as error:
+        except GradlabError as error:  # it names the quantity, the schedule, what it returned
             if self.strict or self._first_step is None:
                 raise
-            self._disable(quantity, error)
+            self._disable(quantity, error, method="its schedule", step=step)
+            return False
+        except Exception as error:
+            if self.strict or self._first_step is None:
+                raise GradlabError(
+                    f"the schedule of the {quantity.name!r} quantity, {quantity.schedule!r}, "
+                    f"raised for step {step}: {type(error).__name__}: {error} (a schedule is "
+                    "called as schedule(step) and returns True or False)"
+                ) from error
+            self._disable(quantity, error, method="its schedule", step=step)
             return False
 
-    def _disable(self, quantity: Quantity, error: Exception, returned: bool = False) -> None:
+    def _fail(self, quantity: Quantity, error: Exception, method: str, step: int) -> None:
+        """``quantity``'s ``method`` raised at ``step``: with ``strict=True`` a GradlabError
+        naming the quantity, the method and the step (the error chained; gradlab's own
+        refusal as it is); else the quantity is disabled, with a warning (:meth:`_disable`)."""
+        if self.strict and isinstance(error, GradlabError):  # it says what it refuses
+            raise error
+        if self.strict:
+            raise GradlabError(f"quantity {quantity.name!r} raised in {method} at step {step}: "
+                               f"{type(error).__name__}: {error}") from error
+        self._disable(quantity, error, method=method, step=step)
+
+    def _disable(self, quantity: Quantity, error: Exception, returned: bool = False,
+                 method: str | None = None, step: int | None = None) -> None:  # fmt: skip
         """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning
         holds the traceback; a GradlabError, which says what of the input it refuses, its
         message alone), or ``returned`` what it cannot log (the reason alone)."""
+        where = f" in {method}" if method else ""
         if returned or isinstance(error, GradlabError):
-            message = str(error)
+            message = str(error)  # it says what it refuses
             said = f"is disabled: {message} (strict=True raises instead)"
         else:
             message = "".join(traceback.format_exception(error))
-            said = f"raised and is disabled (strict=True raises instead):\n{message}"
+            said = f"raised{where} and is disabled (strict=True raises instead):\n{message}"
         self.disabled[quantity.name] = message
         warnings.warn(
-            f"gradlab.Monitor: quantity {quantity.name!r} {said}",
+            f"gradlab.Monitor: step {self.step_count if step is None else step}: quantity "
+            f"{quantity.name!r} {said}",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

@@ -213,8 +213,8 @@ def test_a_quantity_disabled_on_one_rank_is_still_logged_by_rank_0(tmp_path):
     assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
     assert ranks[0]["warnings"] == []
     assert [w.split("\n")[0] for w in ranks[1]["warnings"]] == [
-        "gradlab.Monitor: quantity 'rows_seen' raised and is disabled (strict=True raises "
-        "instead):"]
+        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled "
+        "(strict=True raises instead):"]
 
 
 @pytest.mark.slow
@@ -229,6 +229,6 @@ def test_a_quantity_disabled_on_rank_0_alone_ends_its_records_without_empty_ones
                                                      ["loss", "step"]]  # fmt: skip
     assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
     assert [w.split("\n")[0] for w in ranks[0]["warnings"]] == [
-        "gradlab.Monitor: quantity 'rows_seen' raised and is disabled (strict=True raises "
-        "instead):"]
+        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled "
+        "(strict=True raises instead):"]
     assert ranks[1]["warnings"] == []

@@ -195,7 +195,8 @@ class Exploding(Quantity):
 
 def test_a_quantity_that_raises_is_reported_once_and_disabled(tmp_path):
     with Monitor(tmp_path, quantities=[Exploding(every(1)), OperatingRegion(every(1))]) as monitor:
-        with pytest.warns(RuntimeWarning, match="'exploding' raised and is disabled") as caught:
+        with pytest.warns(RuntimeWarning,
+                          match=r"'exploding' raised in compute\(\) and is disabled") as caught:
             train(monitor, steps=3)
     assert len([w for w in caught if "exploding" in str(w.message)]) == 1
     assert "RuntimeError: boom" in monitor.disabled["exploding"]
@@ -205,8 +206,10 @@ def test_a_quantity_that_raises_is_reported_once_and_disabled(tmp_path):
 
 def test_strict_raises(tmp_path):
     with Monitor(tmp_path, quantities=[Exploding(every(1))], strict=True) as monitor:
-        with pytest.raises(RuntimeError, match="boom"):
+        with pytest.raises(GradlabError, match=r"^quantity 'exploding' raised in compute\(\) "
+                           "at step 0: RuntimeError: boom$") as raised:
             train(monitor, steps=1)
+    assert isinstance(raised.value.__cause__, RuntimeError)  # its own error, chained
 
 
 def test_nan_inputs_are_logged_as_nan(tmp_path):

@@ -679,10 +679,14 @@ def test_a_schedule_that_raises_after_the_first_step_disables_its_quantity_and_t
         train(monitor, steps=4)
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(said) == 1 and said[0].startswith(
-        "gradlab.Monitor: quantity 'loss' raised and is disabled (strict=True raises instead)")
+        "gradlab.Monitor: step 2: quantity 'loss' raised in its schedule and is disabled "
+        "(strict=True raises instead)")
     assert list(monitor.disabled) == ["loss"]
     assert monitor.disabled["loss"].rstrip().endswith("ValueError: no schedule past step 1")
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")[1]] == [0, 1]
-    with pytest.raises(ValueError, match="no schedule past step 1"), Monitor(
+    with pytest.raises(GradlabError, match=r"^the schedule of the 'loss' quantity, .* raised "
+                       r"for step 2: ValueError: no schedule past step 1 \(a schedule is called "
+                       r"as schedule\(step\)") as raised, Monitor(
             tmp_path / "strict", quantities=[Loss(flaky)], strict=True) as monitor:  # fmt: skip
         train(monitor, steps=4)
+    assert isinstance(raised.value.__cause__, ValueError)  # the schedule's own, chained

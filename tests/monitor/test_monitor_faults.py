@@ -16,13 +16,15 @@ non-finite input) and from the plain positional call, never from the code under 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Monitor, Quantity, every, read_jsonl
+from gradlab.errors import GradlabError
+from gradlab.monitor import Monitor, Quantity, every
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.monitor.quantities import OperatingRegion
@@ -383,10 +385,10 @@ def test_finite_flags_of_an_empty_batch_are_true():
     assert [bool(flag) for flag in flags] == [True, True]
 
 
-def test_a_call_whose_scale_cannot_be_read_is_not_logged_as_the_warning_says(tmp_path):
+def test_a_scale_that_cannot_be_read_at_the_call_disables_temperature_alone(tmp_path):
     # Temperature reads its scale at the watched call (Quantity.at_call); a callable scale that
-    # raises there makes the call unreadable: the warning says it was not logged, the step
-    # logs nothing and counts the call, and the next step's call is read and logged as usual
+    # raises there made the whole call unreadable: the loss and P of the step were lost too,
+    # under a warning that blamed the loss call. Now the temperature alone is disabled, named
     asked = []
 
     def scale():
@@ -408,10 +410,156 @@ def test_a_call_whose_scale_cannot_be_read_is_not_logged_as_the_warning_says(tmp
                 records.append(monitor.step())
     warned = [str(w.message) for w in caught if w.category is RuntimeWarning]
     assert len(warned) == 1
-    assert warned[0].startswith("gradlab.Monitor: a loss call it cannot read was not logged "
-                                "(the scale is not ready; the call's arguments: ")  # fmt: skip
-    assert records[0] is None and monitor.skipped_calls == 1
-    assert records[1]["step"] == 1 and records[1]["temperature_scale"] == 20.0
-    assert {"p_seed", "p_cross_modal"} & set(records[1])
-    _, logged = read_jsonl(tmp_path / "metrics.jsonl")
-    assert [record["step"] for record in logged] == [1]
+    assert warned[0].startswith("gradlab.Monitor: step 0: quantity 'temperature' raised in "
+                                "at_call() and is disabled (strict=True raises instead):\n")
+    assert warned[0].rstrip().endswith("RuntimeError: the scale is not ready")
+    assert monitor.skipped_calls == 0 and list(monitor.disabled) == ["temperature"]
+    assert [r["step"] for r in records] == [0, 1]
+    assert all("p_cross_modal" in r and "temperature_scale" not in r for r in records)
+    with Monitor(tmp_path / "strict", quantities=[Temperature(every(1), scale=scale)],
+                 strict=True) as monitor:  # fmt: skip
+        asked.clear()
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.05, direction="i2t"))
+        with pytest.raises(GradlabError, match=r"^quantity 'temperature' raised in at_call\(\) "
+                           "at step 0: RuntimeError: the scale is not ready$"):
+            loss_fn(scores.clone().requires_grad_(), eye)
+
+
+# --- a quantity of one's own whose other methods fail: that quantity alone, named ---------------
+
+
+class _Own(Quantity):
+    """A quantity of the user's own: the mean embedding entry, and a hook that fails."""
+
+    name = "own"
+    keys = ("own_mean",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, schedule=None, fails=None):
+        super().__init__(schedule)
+        self.fails = fails
+
+    def at_call(self, batch):
+        if self.fails == "at_call":
+            raise KeyError("boom")
+
+    def said_of_logged(self, logged, batch):
+        if self.fails == "said_of_logged":
+            raise ValueError("cannot say")
+        return 7 if self.fails == "said_a_number" else None
+
+    def compute(self, batch):
+        return {"own_mean": batch.embeddings.double().mean()}
+
+
+def _train_own(tmp_path, own, steps=3, strict=False):
+    """Three SmoothAP steps with the loss and ``own``; the records and the warnings' texts."""
+    generator = torch.Generator().manual_seed(0)
+    records = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[gradlab.monitor.Loss(every(1)), own],
+                     strict=strict) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for _ in range(steps):
+                embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+                loss_fn(embeddings, torch.arange(8) % 2).backward()
+                records.append(monitor.step())
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    return records, said, monitor
+
+
+@pytest.mark.parametrize(("fails", "method", "error"), [
+    ("at_call", "at_call()", "KeyError: 'boom'"),
+    ("said_of_logged", "said_of_logged()", "ValueError: cannot say"),
+])  # fmt: skip
+def test_a_hook_that_raises_disables_its_quantity_alone_and_names_it(tmp_path, fails, method,
+                                                                     error):  # fmt: skip
+    # a raising at_call dropped the whole step (the loss too) under a warning blaming the loss
+    # call; a raising said_of_logged raised out of monitor.step() on every logged step
+    records, said, monitor = _train_own(tmp_path, _Own(every(1), fails=fails))
+    assert [r["step"] for r in records] == [0, 1, 2] and all("loss" in r for r in records)
+    own = [r for r in records if "own_mean" in r]
+    assert len(own) == (1 if fails == "said_of_logged" else 0)  # step 0's values were written
+    assert len(said) == 1 and said[0].startswith(
+        f"gradlab.Monitor: step 0: quantity 'own' raised in {method} and is disabled "
+        "(strict=True raises instead):\nTraceback")  # fmt: skip
+    assert said[0].rstrip().endswith(error)
+    assert list(monitor.disabled) == ["own"] and monitor.skipped_calls == 0
+    with pytest.raises(GradlabError, match=rf"^quantity 'own' raised in {re.escape(method)} at "
+                       rf"step 0: {re.escape(error)}$"):  # fmt: skip
+        _train_own(tmp_path / "strict", _Own(every(1), fails=fails), strict=True)
+
+
+def test_said_of_logged_returning_no_text_disables_its_quantity(tmp_path):
+    records, said, _ = _train_own(tmp_path, _Own(every(1), fails="said_a_number"))
+    assert said == ["gradlab.Monitor: step 0: quantity 'own' is disabled: said_of_logged must "
+                    "return a str or None; got 7 (strict=True raises instead)"]
+    assert [sorted(r) for r in records] == [["loss", "own_mean", "step"], ["loss", "step"],
+                                            ["loss", "step"]]  # fmt: skip
+
+
+@pytest.mark.parametrize(("returned", "message"), [
+    (True, "quantity 'own': not_applicable() must return a str (why the watched loss cannot "
+           "serve it) or None (it can); got True"),
+    (ZeroDivisionError("x"), "quantity 'own': its not_applicable() raised ZeroDivisionError: x"),
+])  # fmt: skip
+def test_not_applicable_other_than_a_reason_or_none_is_refused_at_watch(tmp_path, returned,
+                                                                        message):  # fmt: skip
+    # True (read as "yes, not applicable") ended in "sequence item 0: expected str instance"
+    class Judging(_Own):
+        def not_applicable(self, loss):
+            if isinstance(returned, Exception):
+                raise returned
+            return returned
+
+    with Monitor(tmp_path, quantities=[gradlab.monitor.Loss(every(1)), Judging(every(1))]) as m:
+        with pytest.raises(GradlabError) as refused:
+            m.watch(gradlab.SmoothAPLoss(0.1))
+    assert str(refused.value) == message
+
+
+def test_a_quantity_needing_the_embeddings_gradient_is_not_computed_without_it(tmp_path):
+    # step() before backward: the warning said the quantity "logged nothing", but its compute
+    # ran on embedding_grad=None, raised AttributeError, and it was disabled for the whole run
+    class GradMean(_Own):
+        name = "grad_mean"
+        keys = ("grad_mean",)
+        needs = frozenset({"embeddings", "embedding_grad"})
+
+        def compute(self, batch):
+            return {"grad_mean": batch.embedding_grad.double().abs().mean()}
+
+    generator = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[gradlab.monitor.Loss(every(1)), GradMean(every(1))]) \
+                as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+            loss = loss_fn(embeddings, torch.arange(8) % 2)
+            early = monitor.step()  # before backward
+            loss.backward()
+            loss_fn(embeddings, torch.arange(8) % 2).backward()
+            late = monitor.step()
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1 and "so grad_mean logged nothing for it" in said[0]
+    assert sorted(early) == ["loss", "step"] and monitor.disabled == {}
+    assert late["grad_mean"] == pytest.approx(float(embeddings.grad.double().abs().mean() / 2))
+
+
+def test_a_schedule_that_cannot_be_called_with_the_step_is_refused_naming_its_quantity(tmp_path):
+    # a raw TypeError came out of the first watched call
+    with Monitor(tmp_path, quantities=[gradlab.monitor.Loss(lambda: True)]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        with pytest.raises(GradlabError, match=r"^the schedule of the 'loss' quantity, .*, raised "
+                           r"for step 0: TypeError: .*\(a schedule is called as schedule\(step\) "
+                           r"and returns True or False\)$") as refused:  # fmt: skip
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2)
+    assert isinstance(refused.value.__cause__, TypeError)
+
+
+def test_a_quantity_class_where_its_object_goes_is_refused_saying_so(tmp_path):
+    with pytest.raises(GradlabError) as refused:
+        Monitor(tmp_path, quantities=[gradlab.monitor.Loss(), _Own])
+    assert str(refused.value).endswith(" (a quantity is an object, not its class: pass _Own())")

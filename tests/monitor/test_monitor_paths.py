@@ -169,8 +169,8 @@ def test_a_disabled_quantity_keeps_the_formatted_traceback(tmp_path):
     assert lines[0] == "Traceback (most recent call last):" and lines[-1] == "ValueError: no value"
     assert all(line.startswith("  ") for line in lines[1:-1])  # frames, nothing between them
     assert str(caught[0].message) == (
-        "gradlab.Monitor: quantity 'failing' raised and is disabled (strict=True raises "
-        f"instead):\n{message}"
+        "gradlab.Monitor: step 0: quantity 'failing' raised in compute() and is disabled "
+        f"(strict=True raises instead):\n{message}"
     )
 
 

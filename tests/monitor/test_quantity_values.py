@@ -103,7 +103,8 @@ def test_a_value_against_the_declaration_disables_the_quantity_and_says_why(
     assert run.disabled["returns"] == message
     # the reason alone, not a traceback through gradlab's check
     assert caught == [
-        f"gradlab.Monitor: quantity 'returns' is disabled: {message} (strict=True raises instead)"
+        f"gradlab.Monitor: step 0: quantity 'returns' is disabled: {message} (strict=True raises "
+        "instead)"
     ]
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [set(r) for r in records] == [{"step", "loss"}]

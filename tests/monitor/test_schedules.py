@@ -310,8 +310,9 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
                 records.append(monitor.step())
     said = [str(w.message) for w in caught if "embedding_norm" in str(w.message)]
     assert len(said) == 1
-    assert said[0].startswith("gradlab.Monitor: quantity 'embedding_norm' raised and is disabled "
-                              "(strict=True raises instead):\nTraceback")
+    # planned[3] does not exist: its schedule raises when asked for step 3
+    assert said[0].startswith("gradlab.Monitor: step 3: quantity 'embedding_norm' raised in its "
+                              "schedule and is disabled (strict=True raises instead):\nTraceback")
     assert said[0].rstrip().endswith("IndexError: list index out of range")
     assert [sorted(r) for r in records] == [
         ["embedding_norm_max", "embedding_norm_mean", "embedding_norm_min", "loss", "step"],
@@ -320,7 +321,9 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
     with gradlab.Monitor(tmp_path / "strict", strict=True, quantities=[
             Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-        with pytest.raises(IndexError):
+        with pytest.raises(GradlabError, match=r"^the schedule of the 'embedding_norm' "
+                           r"quantity, .* raised for step 3: IndexError") as raised:
             for _ in range(5):
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
+    assert isinstance(raised.value.__cause__, IndexError)
