@@ -70,7 +70,8 @@ def test_the_table_of_a_differing_result_line_by_line():
         "",
         "verdict: NOT EQUIVALENT (dL/dtheta, dL/dscores differ; the candidate never computed 8 "
         "of the reference's scores: its queries were ranked against part of the candidates "
-        "only (scores within each process or chunk, none gathered))",
+        "only (scores within each process or chunk, none gathered); the losses differ too "
+        "(reference 1.25, candidate 0.875): the candidate computes another objective)",
     ]
 
 
@@ -175,6 +176,7 @@ def test_to_dict_holds_every_field_with_nan_and_inf_as_strings():
         "equivalent": False,
         "differing": ["dL/dtheta"],
         "class_size": None,
+        "cause": None,
         "quantities": {
             "dL/dtheta": {
                 **empty, "name": "dL/dtheta", "recorded": True, "max_abs": 3.0,
