@@ -625,6 +625,12 @@ def check_floating_dtype(name: str, value: object) -> torch.dtype:
 FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 """The floating dtypes gradlab computes in (float8 tensors have no arithmetic to run on)."""
 
+WIDE_UNSIGNED = frozenset({torch.uint16, torch.uint32, torch.uint64})
+"""The unsigned integer dtypes wider than a byte, refused by ``check_tensor(kind="integer")``:
+torch implements few operations for them (in torch 2.13 equality, ``unique`` and ``sort``, but
+no ordering comparison, ``searchsorted``, ``bincount``, ``max`` or indexing), so labels in them
+ended deep inside a computation instead of in a message."""
+
 
 def check_tensor(
     name: str,
@@ -640,8 +646,10 @@ def check_tensor(
         name: the argument's name, used in the message.
         value: what the caller passed.
         ndims: the allowed numbers of dimensions.
-        kind: ``"float"`` (a floating dtype), ``"bool"``, ``"integer"``, ``"any_real"`` (float
-            or integer, not bool or complex) or ``"any"``.
+        kind: ``"float"`` (a floating dtype), ``"bool"``, ``"integer"`` (a signed integer
+            dtype or ``uint8``: torch lacks most operations for ``uint16``, ``uint32`` and
+            ``uint64``, :data:`WIDE_UNSIGNED`), ``"any_real"`` (float or integer, not bool or
+            complex) or ``"any"``.
         finite: also refuse NaN and infinite entries (float tensors only). Reads a value
             (one host synchronisation on a GPU); skipped inside :func:`skip_value_checks`.
 
@@ -653,7 +661,11 @@ def check_tensor(
         Traceback (most recent call last):
         ...
         gradlab.errors.GradlabError: labels must have an integer dtype; got torch.float32
-    """
+        >>> check_tensor("labels", torch.zeros(3, dtype=torch.uint32), ndims=(1,), kind="integer")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: labels must have a signed integer dtype or uint8; got torch.uint32 (torch implements few operations for uint32: no ordering comparison, search, bincount or indexing); pass labels.long()
+    """  # noqa: E501
     if not isinstance(value, torch.Tensor):
         raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
     if value.is_nested:  # rows of several lengths: no shape to check, no [Q, C] to rank
@@ -675,6 +687,11 @@ def check_tensor(
         value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
     ):
         raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
+    if kind == "integer" and value.dtype in WIDE_UNSIGNED:  # refused before any work
+        short = str(value.dtype).removeprefix("torch.")
+        raise GradlabError(f"{name} must have a signed integer dtype or uint8; got {value.dtype} "
+                           f"(torch implements few operations for {short}: no ordering "
+                           f"comparison, search, bincount or indexing); pass {name}.long()")
     if kind == "any_real" and (value.dtype == torch.bool or value.is_complex()):
         raise GradlabError(f"{name} must have a real floating or integer dtype; got {value.dtype}")
     if finite:

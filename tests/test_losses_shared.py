@@ -270,6 +270,42 @@ def test_bad_input_raises_an_error_naming_the_argument(name, position, bad, mess
     assert text.startswith(names[position]) and message in text
 
 
+def _labels_input(form):
+    """A batch whose second argument is ``[B]`` labels: the embedding losses' in-batch form,
+    the score losses' square paired matrix with labels for its mask."""
+    if form == "embeddings":
+        return _inputs(form)
+    scores = torch.rand(6, 6, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    return scores.requires_grad_(True), torch.tensor([0, 0, 1, 1, 2, 2])
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("name", NAMES)
+def test_labels_wider_than_a_byte_and_unsigned_are_refused_by_every_loss(name, dtype):
+    # the package's one rule for labels: torch lacks most operations for these dtypes
+    case = CASES[name]
+    first, labels = _labels_input(case.input_form)
+    argument = "labels" if case.input_form == "embeddings" else "positives"
+    width = str(dtype).removeprefix("torch.")
+    with pytest.raises(GradlabError) as caught:
+        case.make()(first, labels.to(dtype))
+    assert str(caught.value) == (
+        f"{argument} must have a signed integer dtype or uint8; got {dtype} (torch implements "
+        f"few operations for {width}: no ordering comparison, search, bincount or indexing); "
+        f"pass {argument}.long()")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_byte_labels_give_the_float64_reference(name):
+    case = CASES[name]
+    first, labels = _labels_input(case.input_form)
+    loss = case.make()(first, labels.to(torch.uint8))
+    positives = labels.tolist()
+    if case.input_form == "scores":  # the reference takes the mask the labels stand for
+        positives = [[a == b for b in positives] for a in positives]
+    assert loss.item() == pytest.approx(case.reference(first.tolist(), positives), abs=1e-9)
+
+
 @pytest.mark.parametrize("degenerate", ["singletons", "one class"])
 @pytest.mark.parametrize("name", sorted(PAIRWISE))
 def test_a_pairwise_loss_trains_on_batches_without_ranking_signal(name, degenerate):

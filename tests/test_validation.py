@@ -177,6 +177,27 @@ def test_tensors_of_the_right_kind_are_returned_unchanged():
         assert check_tensor("x", value, ndims=(1,), kind=kind) is value
 
 
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_unsigned_integers_wider_than_a_byte_are_refused_as_integers_saying_why_and_the_fix(
+    dtype,
+):
+    # torch 2.13 has equality and sort for them, but no ordering comparison, search, bincount
+    # or indexing: labels in them ended in a NotImplementedError after the work had started
+    width = {torch.uint16: "uint16", torch.uint32: "uint32", torch.uint64: "uint64"}[dtype]
+    labels = torch.tensor([0, 0, 1], dtype=dtype)
+    assert _refusal(lambda: check_tensor("labels", labels, ndims=(1,), kind="integer")) == (
+        f"labels must have a signed integer dtype or uint8; got torch.{width} (torch implements "
+        f"few operations for {width}: no ordering comparison, search, bincount or indexing); "
+        "pass labels.long()")
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64,
+                                   torch.uint8])  # fmt: skip
+def test_signed_integers_and_bytes_pass_as_integers(dtype):
+    labels = torch.tensor([0, 0, 1], dtype=dtype)
+    assert check_tensor("labels", labels, ndims=(1,), kind="integer") is labels
+
+
 def test_finite_tensors_refuse_an_infinity_at_either_end():
     for values, where in (([math.inf, 1.0], "inf in entry 0 (1 entry of 2)"),
                           ([1.0, -math.inf], "-inf in entry 1 (1 entry of 2)"),

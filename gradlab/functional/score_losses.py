@@ -92,6 +92,7 @@ def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tens
             f"positives must be a [Q, C] bool mask or [B] integer labels; got a 1-D "
             f"{positives.dtype} tensor"
         )
+    check_tensor("positives", positives, ndims=(1,), kind="integer")  # labels' dtype rule
     if scores.shape[0] != scores.shape[1]:
         raise GradlabError(
             "positives given as labels needs a square, paired score matrix [B, B]; got scores "

@@ -39,7 +39,13 @@ from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace, as_called
 from gradlab.monitor.quantity import NEEDS
-from gradlab.validation import a_or_an, check_real_device, check_shape, check_tensor
+from gradlab.validation import (
+    WIDE_UNSIGNED,
+    a_or_an,
+    check_real_device,
+    check_shape,
+    check_tensor,
+)
 
 __all__ = [
     "ADAPTERS",
@@ -242,7 +248,9 @@ class LossAdapter:
 
         Only the form's tensors are read: a second argument that is a 2-D float tensor is the
         candidates (the positive mask follows), any other is the labels; tensors after them
-        (a per-sample ``weight=``, a positional extra) are ignored.
+        (a per-sample ``weight=``, a positional extra) are ignored. Labels in ``uint16``,
+        ``uint32`` or ``uint64``, which the user's loss may take and gradlab's functions refuse
+        (:data:`~gradlab.validation.WIDE_UNSIGNED`), are read as int64.
 
         Raises:
             GradlabError: the call does not have this adapter's form, saying why.
@@ -257,6 +265,11 @@ class LossAdapter:
                                f"argument is a {first.dim()}-D {first.dtype} tensor, not a "
                                "2-D float one")  # fmt: skip
         second = tensors[1]
+        if second.dim() == 1 and second.dtype in WIDE_UNSIGNED:
+            # labels the user's loss takes, gradlab's functions do not (check_tensor): read as
+            # int64, a one-to-one cast, so that the call is logged as it was
+            second = second.long()
+            tensors = [first, second, *tensors[2:]]
         if self.inputs == "embeddings" and second.dim() == 2 and second.dtype == torch.bool:
             raise GradlabError(  # the form of a loss on a score matrix
                 f"expected {expected}; got {_describe(tensors)}, the form of a loss on a score "

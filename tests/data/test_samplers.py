@@ -79,6 +79,12 @@ def test_fixed_count_classes_draw_their_items_independently():
         (lambda: FixedCountBatches(torch.arange(4).repeat(4), 4).take(0),
          "count must be a positive integer"),
         (lambda: FixedCountBatches(torch.zeros(8), 4), "labels must have an integer dtype"),
+        (lambda: FixedCountBatches(torch.arange(4).repeat(4).to(torch.uint32), 4),
+         r"labels must have a signed integer dtype or uint8; got torch.uint32 .* pass "
+         r"labels.long\(\)$"),
+        (lambda: ClassBalancedBatches(torch.arange(4).to(torch.uint16), 1),
+         r"labels must have a signed integer dtype or uint8; got torch.uint16 .* pass "
+         r"labels.long\(\)$"),
         (lambda: FixedCountBatches(torch.arange(4).repeat(4), 4, per_class=0),
          "per_class must be a positive integer"),
     ],

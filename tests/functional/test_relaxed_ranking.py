@@ -363,6 +363,38 @@ def test_minibatch_labels_must_be_integers():
         minibatch_objective_terms(torch.ones(3, 2), torch.zeros(3))
 
 
+def _wide_unsigned_refusal(name, dtype):
+    width = str(dtype).removeprefix("torch.")
+    return (f"{name} must have a signed integer dtype or uint8; got {dtype} (torch implements "
+            f"few operations for {width}: no ordering comparison, search, bincount or "
+            f"indexing); pass {name}.long()")  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_soft_histogram_refuses_levels_wider_than_a_byte_before_any_work(dtype):
+    # torch has no "<" for them: the level check ended in torch's "lt_cpu" error
+    levels = torch.tensor([[0, 1, 1]], dtype=dtype)
+    with pytest.raises(GradlabError) as raised:
+        soft_histogram(torch.tensor([[0.5, 1.25, 2.0]]), levels, 4, 2)
+    assert str(raised.value) == _wide_unsigned_refusal("levels", dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("function", [minibatch_objective_terms, minibatch_gradient_matrix_form])
+def test_minibatch_labels_follow_the_package_rule_for_unsigned_labels(function, dtype):
+    labels = torch.tensor([0, 0, 1], dtype=dtype)
+    with pytest.raises(GradlabError) as raised:
+        function(torch.ones(3, 2), labels)
+    assert str(raised.value) == _wide_unsigned_refusal("labels", dtype)
+
+
+def test_byte_levels_count_as_int64_levels_do():
+    # by hand: 0.5 -> bins 0, 1 (0.5 each); 1.25 -> 1 (0.75), 2 (0.25); 2 -> 2
+    levels = torch.tensor([[0, 1, 1]], dtype=torch.uint8)
+    counts = soft_histogram(torch.tensor([[0.5, 1.25, 2.0]], dtype=torch.float64), levels, 4, 2)
+    assert counts[0].T.tolist() == [[0.5, 0.5, 0.0, 0.0], [0.0, 0.75, 1.25, 0.0]]
+
+
 D23 = torch.ones(2, 3)
 L23 = torch.zeros(2, 3, dtype=torch.long)
 

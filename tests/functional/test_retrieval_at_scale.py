@@ -522,3 +522,36 @@ def test_strided_labels_warn_nothing_and_give_the_same_value():
         warnings.simplefilter("error")
         got = map_at_r(embeddings, labels)
     assert got == map_at_r(embeddings, labels.contiguous())
+
+
+WIDE_UNSIGNED = [torch.uint16, torch.uint32, torch.uint64]
+
+
+@pytest.mark.parametrize("dtype", WIDE_UNSIGNED)
+@pytest.mark.parametrize("metric", [retrieval_at_scale, map_at_r, precision_at_1, r_precision])
+@pytest.mark.parametrize("separate", [False, True])
+def test_unsigned_labels_wider_than_a_byte_are_refused_before_any_work(metric, dtype, separate):
+    # torch has no searchsorted (nor bincount, max, indexing) for them: labels in uint32 ended
+    # in torch's "searchsorted_out_cpu not implemented for 'UInt32'" after the work started
+    embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    options, name = {}, "labels"
+    if separate:
+        options = {"candidates": embeddings.flip(0), "candidate_labels": labels.to(dtype)}
+        name = "candidate_labels"
+    else:
+        labels = labels.to(dtype)
+    width = str(dtype).removeprefix("torch.")
+    with pytest.raises(GradlabError) as raised:
+        metric(embeddings, labels, **options)
+    assert str(raised.value) == (
+        f"{name} must have a signed integer dtype or uint8; got {dtype} (torch implements few "
+        f"operations for {width}: no ordering comparison, search, bincount or indexing); pass "
+        f"{name}.long()")
+
+
+def test_byte_labels_are_ranked_as_int64_labels_are():
+    embeddings, labels = _lattice(40, 5, 7, classes=5)
+    expected = _loop(embeddings, labels, ks=(1, 2))
+    got = retrieval_at_scale(embeddings, labels.to(torch.uint8), ks=(1, 2))
+    assert got == pytest.approx(expected, abs=1e-12)

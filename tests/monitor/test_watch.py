@@ -78,6 +78,32 @@ def test_an_unreadable_call_is_reported_once_and_never_breaks_training(
             watched(*arguments(embeddings))
 
 
+@pytest.mark.parametrize("inputs", ["embeddings", "scores"])
+def test_labels_wider_than_a_byte_and_unsigned_are_read_as_int64_labels(tmp_path, inputs):
+    # a user's loss may take uint32 labels; gradlab's functions refuse them (torch has few
+    # operations for them), so the Monitor reads them as int64 and logs the step all the same
+    generator = torch.Generator().manual_seed(4)
+    rows = torch.randn(8, 4, generator=generator)
+    labels = torch.arange(8) % 3
+    logged = {}
+    for dtype in (torch.int64, torch.uint32):
+        with Monitor(tmp_path / str(dtype), preset="full", every=1) as monitor:
+            watched = monitor.watch(lambda first, second: first.sum(), inputs=inputs)
+            first = rows.clone().requires_grad_(True)
+            unit = torch.nn.functional.normalize(first, dim=1)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # nothing unreadable, nothing disabled
+                watched(first if inputs == "embeddings" else unit @ unit.T,
+                        labels.to(dtype)).backward()
+                logged[dtype] = monitor.step()
+    assert logged[torch.uint32].keys() == logged[torch.int64].keys()
+    assert len(logged[torch.int64]) > 20
+    for key, value in logged[torch.int64].items():
+        same = logged[torch.uint32][key]
+        assert same == value or (isinstance(value, float) and math.isnan(value)
+                                 and math.isnan(same)), key  # fmt: skip
+
+
 def test_attach_never_breaks_training(tmp_path):
     model = torch.nn.Linear(4, 3)
     quantities = [gradlab.monitor.EmbeddingNorms(every(1)), Anatomy(every(1))]
