@@ -720,6 +720,42 @@ def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:
     return value
 
 
+UNSIGNED = WIDE_UNSIGNED | {torch.uint8}
+"""Every unsigned integer dtype: refused as scores (:func:`check_signed_scores`)."""
+
+
+def check_signed_scores(name: str, value: object, *, ndims: Sequence[int]) -> torch.Tensor:
+    """Scores to rank: a finite real tensor (float or signed integer) with one of ``ndims``
+    dimensions; unsigned integer scores are refused, whatever their width, before any value is
+    read: a negated unsigned distance wraps around silently (``-1`` is the dtype's largest
+    value, 255 in ``uint8``), ranking the nearest candidates last. The ``scores`` of
+    :func:`gradlab.functional.tie_aware_ap`, :func:`gradlab.functional.recall_at_k` and the
+    functions that take them alike.
+
+    Returns:
+        ``value``, unchanged.
+
+    Example:
+        >>> distances = torch.tensor([[0, 1, 2]], dtype=torch.uint16)
+        >>> check_signed_scores("scores", -distances.long(), ndims=(2,)).tolist()
+        [[0, -1, -2]]
+        >>> try:
+        ...     check_signed_scores("scores", distances, ndims=(2,))
+        ... except GradlabError as error:
+        ...     print(error)
+        scores must have a signed dtype; got torch.uint16 (a negated unsigned distance wraps around: -1 is 65535 in uint16): pass scores.long(), or -distance.long() for distances
+    """  # noqa: E501
+    check_tensor(name, value, ndims=ndims, kind="any_real")
+    if value.dtype in UNSIGNED:
+        short = str(value.dtype).removeprefix("torch.")
+        raise GradlabError(
+            f"{name} must have a signed dtype; got {value.dtype} (a negated unsigned distance "
+            f"wraps around: -1 is {torch.iinfo(value.dtype).max} in {short}): pass "
+            f"{name}.long(), or -distance.long() for distances"
+        )
+    return check_finite(name, value)
+
+
 def check_same_device(**tensors: torch.Tensor) -> None:
     """Refuse tensors that live on different devices.
 

@@ -24,6 +24,7 @@ from gradlab.validation import (
     check_positive_int,
     check_same_device,
     check_seed,
+    check_signed_scores,
     check_tensor,
     count_noun,
     finite_flag,
@@ -196,6 +197,34 @@ def test_unsigned_integers_wider_than_a_byte_are_refused_as_integers_saying_why_
 def test_signed_integers_and_bytes_pass_as_integers(dtype):
     labels = torch.tensor([0, 0, 1], dtype=dtype)
     assert check_tensor("labels", labels, ndims=(1,), kind="integer") is labels
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_unsigned_scores_are_refused_with_the_value_minus_1_wraps_to_in_their_dtype(dtype):
+    bits = 8 * torch.empty((), dtype=dtype).element_size()
+    width = f"uint{bits}"
+    scores = torch.zeros(2, 3, dtype=dtype, device="meta")  # refused before any value is read
+    assert _refusal(lambda: check_signed_scores("distances", scores, ndims=(2,))) == (
+        f"distances must have a signed dtype; got torch.{width} (a negated unsigned distance "
+        f"wraps around: -1 is {2**bits - 1} in {width}): pass distances.long(), or "
+        "-distance.long() for distances")
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int64, torch.float16, torch.float64])
+def test_signed_and_floating_scores_are_returned_unchanged(dtype):
+    scores = torch.tensor([[2, -1, 0]], dtype=dtype)
+    assert check_signed_scores("scores", scores, ndims=(2,)) is scores
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ([[1.0]], "scores must be a torch.Tensor; got list"),
+    (torch.zeros(3), "scores must be 2-D; got shape (3,)"),
+    (torch.zeros(1, 2, dtype=torch.bool),
+     "scores must have a real floating or integer dtype; got torch.bool"),
+    (torch.tensor([[0.5, float("nan")]]), "scores must be finite; got NaN in row 0 (1 row of 1)"),
+])  # fmt: skip
+def test_scores_are_refused_as_check_tensor_and_check_finite_refuse_them(value, message):
+    assert _refusal(lambda: check_signed_scores("scores", value, ndims=(2,))) == message
 
 
 def test_finite_tensors_refuse_an_infinity_at_either_end():

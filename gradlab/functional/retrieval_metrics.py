@@ -18,6 +18,7 @@ from gradlab.validation import (
     check_ks,
     check_same_device,
     check_shape,
+    check_signed_scores,
     check_tensor,
 )
 
@@ -37,8 +38,10 @@ def recall_at_k(
     the chance value ``1 - C(C - n+, k) / C(C, k)``, not the luck of the column order).
 
     Args:
-        scores: ``[Q, C]`` finite real or integer scores (larger ranks higher), as
-            :func:`~gradlab.functional.tie_aware_ap` takes them (``-hamming`` distances).
+        scores: ``[Q, C]`` finite real or signed integer scores (larger ranks higher), as
+            :func:`~gradlab.functional.tie_aware_ap` takes them (``-hamming`` distances, in a
+            signed dtype: unsigned scores are refused, a negated ``uint8`` distance wraps
+            around).
         positives: ``[Q, C]`` bool mask of the relevant candidates.
         ks: the ``k`` of each Recall@K, a non-empty sequence of positive integers (a ``k``
             at or beyond ``C`` sees every candidate).
@@ -49,7 +52,8 @@ def recall_at_k(
         without ties).
 
     Raises:
-        GradlabError: a bad tensor, shape or ``ks`` (before any work).
+        GradlabError: a bad tensor (unsigned scores included), shape or ``ks`` (before any
+            work).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
@@ -60,7 +64,7 @@ def recall_at_k(
         >>> round(tied[1], 12), round(tied[2], 12)  # one positive among 4 tied candidates
         (0.25, 0.5)
     """
-    check_tensor("scores", scores, ndims=(2,), kind="any_real", finite=True)
+    check_signed_scores("scores", scores, ndims=(2,))  # -distance in uint8: -1 is 255
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)

@@ -26,6 +26,7 @@ from gradlab.validation import (
     check_real_device,
     check_same_device,
     check_shape,
+    check_signed_scores,
     check_tensor,
     non_finite_message,
     value_checks_enabled,
@@ -85,17 +86,8 @@ class TieGroups:
         return out.scatter_add_(1, self.group_of_rank, ranked)
 
 
-_UNSIGNED = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
-
-
 def _check_scores_and_labels(scores: object, labels: object, name: str, kind: str) -> bool:
-    check_tensor("scores", scores, ndims=(1, 2), kind="any_real", finite=True)
-    if scores.dtype in _UNSIGNED:  # -distance wrapped around silently: -1 is 255 in uint8
-        raise GradlabError(
-            f"scores must have a signed dtype; got {scores.dtype} (a negated unsigned distance "
-            "wraps around: -1 is 255 in uint8): pass scores.long(), or -distance.long() for "
-            "distances"
-        )
+    check_signed_scores("scores", scores, ndims=(1, 2))  # -distance in uint8: -1 is 255
     check_tensor(name, labels, ndims=(1, 2), kind=kind)
     check_shape(name, labels, scores.shape, "one value per score")
     check_same_device(scores=scores, **{name: labels})
@@ -108,8 +100,8 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     Args:
         scores: ``[C]`` or ``[Q, C]`` real or signed integer scores; larger ranks higher,
             equal scores are tied. Pass ``-distance`` for distances, in a signed dtype
-            (unsigned scores are refused: negated ``uint8`` distances wrap around, ``-1`` is
-            255).
+            (unsigned scores are refused: negated unsigned distances wrap around, ``-1`` is
+            255 in ``uint8``, 65535 in ``uint16``).
         positives: bool tensor of the same shape, ``True`` where an item is relevant.
 
     Returns:
@@ -188,7 +180,8 @@ def tie_aware_ap_at_positives(
     while ``g`` is below ``log2 C`` or so.
 
     Args:
-        scores: ``[Q, C]`` finite real scores; larger ranks higher, equal scores are tied.
+        scores: ``[Q, C]`` finite real or signed integer scores; larger ranks higher, equal
+            scores are tied (unsigned scores are refused, as by :func:`tie_aware_ap`).
         positive_scores: ``[Q, g]`` the scores of each query's ``g`` relevant candidates, each
             relevant candidate exactly once (``scores.gather(1, positive_columns)``), ``g >= 1``.
             Every query has the same number of positives: group queries by it.
@@ -206,8 +199,8 @@ def tie_aware_ap_at_positives(
         >>> tie_aware_ap_at_positives(scores, scores[:, 1:2])  # as tie_aware_ap's example
         tensor([0.4167], dtype=torch.float64)
     """
-    check_tensor("scores", scores, ndims=(2,), kind="any_real", finite=True)
-    check_tensor("positive_scores", positive_scores, ndims=(2,), kind="any_real", finite=True)
+    check_signed_scores("scores", scores, ndims=(2,))
+    check_signed_scores("positive_scores", positive_scores, ndims=(2,))
     if positive_scores.shape[0] != scores.shape[0] or positive_scores.shape[1] == 0:
         raise GradlabError(
             f"positive_scores must be [Q, g] with Q = {scores.shape[0]} (the rows of scores) "

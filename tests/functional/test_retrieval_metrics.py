@@ -257,6 +257,26 @@ def test_integer_scores_rank_as_their_floats_do():
         -hamming.double(), positives, (2,))
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("measure", [recall_at_k, retrieval_report])
+def test_unsigned_scores_are_refused_as_tie_aware_ap_refuses_them(measure, dtype):
+    # -distance in uint8 wrapped around (-1 is 255): the nearest candidate ranked last and
+    # Recall@1 read 1.0 instead of 0.0; uint16 and wider ended in torch's "gt_cpu" error
+    bits = 8 * torch.empty((), dtype=dtype).element_size()
+    distances = torch.tensor([[0, 1, 2, 3]]).to(dtype)
+    positives = torch.tensor([[False, True, False, False]])
+    with pytest.raises(GradlabError) as raised:
+        measure(-distances if dtype == torch.uint8 else distances, positives, (1, 2))
+    assert str(raised.value) == (
+        f"scores must have a signed dtype; got {dtype} (a negated unsigned distance wraps "
+        f"around: -1 is {2**bits - 1} in uint{bits}): pass scores.long(), or -distance.long() "
+        "for distances")
+    # the advised form ranks the nearest candidate first: the positive, at distance 1, second
+    expected = {k: _loop_recall([[0, -1, -2, -3]], positives.tolist(), k) for k in (1, 2)}
+    assert expected == {1: 0.0, 2: 1.0}
+    assert recall_at_k(-distances.long(), positives, (1, 2)) == expected
+
+
 @pytest.mark.parametrize("offset", [1e-3, 1e-4])
 def test_a_nearly_collapsed_model_that_separates_its_classes_keeps_its_ranking(offset):
     # one long shared direction and a small class part: rounding the cosines to float32 tied

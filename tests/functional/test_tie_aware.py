@@ -513,10 +513,33 @@ def test_unsigned_scores_are_refused_as_a_negated_distance_wraps_around(measure,
     labels = relevance if measure is tie_aware_ap else relevance.double()
     with pytest.raises(GradlabError) as raised:
         measure(-hamming if dtype == torch.uint8 else hamming, labels)
+    bits = 8 * torch.empty((), dtype=dtype).element_size()  # -1 wraps to 2**bits - 1
     assert str(raised.value) == (
         f"scores must have a signed dtype; got {dtype} (a negated unsigned distance wraps "
-        "around: -1 is 255 in uint8): pass scores.long(), or -distance.long() for distances")
+        f"around: -1 is {2**bits - 1} in uint{bits}): pass scores.long(), or -distance.long() "
+        "for distances")
     # the advised form: the nearest candidates first, the reference loop's AP
     if measure is tie_aware_ap:
         assert measure(-hamming.long(), labels).tolist() == [
             average_precision([-1, -2, -3], [True, False, True])]
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+@pytest.mark.parametrize("argument", ["scores", "positive_scores"])
+def test_the_ap_at_positives_refuses_unsigned_scores_as_tie_aware_ap_does(argument, dtype):
+    # uint8: -hamming wrapped around silently; uint16 and wider: torch's "gt_cpu" error
+    bits = 8 * torch.empty((), dtype=dtype).element_size()
+    hamming = torch.tensor([[1, 2, 3]])
+    scores = -hamming.to(dtype) if dtype == torch.uint8 else hamming.to(dtype)
+    signed = -hamming
+    given = {"scores": signed, "positive_scores": signed[:, [0, 2]]}
+    given[argument] = scores if argument == "scores" else scores[:, [0, 2]]
+    with pytest.raises(GradlabError) as raised:
+        tie_aware_ap_at_positives(given["scores"], given["positive_scores"])
+    assert str(raised.value) == (
+        f"{argument} must have a signed dtype; got {dtype} (a negated unsigned distance wraps "
+        f"around: -1 is {2**bits - 1} in uint{bits}): pass {argument}.long(), or "
+        "-distance.long() for distances")
+    # the advised form: the nearest candidates first (candidate order 0, 1, 2)
+    assert tie_aware_ap_at_positives(signed, signed[:, [0, 2]]).tolist() == [
+        average_precision([0, 1, 2], [True, False, True])]
