@@ -490,7 +490,10 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         normalize: L2-normalise the rows first (measure directions only).
 
     Returns:
-        :class:`EffectiveRank` of 0-d float64 tensors.
+        :class:`EffectiveRank` of 0-d float64 tensors without a graph (a measure of the
+        detached embeddings, as :func:`alignment` and :func:`uniformity` are: through the
+        square root of an eigenvalue 0, which a centred batch of ``N <= d`` rows always has,
+        a gradient would be NaN).
 
     Raises:
         GradlabError: a bad tensor (NaN or infinite entries included) or fewer than 2 rows.
@@ -519,7 +522,9 @@ def _effective_rank(
     """:func:`effective_rank` of checked float64 ``values``. ``rescale``: divide the centred
     values by their largest magnitude first (the rank is scale-free), so that the Gram of
     float64 input beyond about 1e+-150 neither overflows nor underflows; float32 and half
-    input widened to float64 cannot (squares of 3.4e38 and of 1.4e-45 are float64 numbers)."""
+    input widened to float64 cannot (squares of 3.4e38 and of 1.4e-45 are float64 numbers).
+    Works on ``values`` detached: a measure, not a loss (no graph)."""
+    values = values.detach()
     if normalize:
         values = unit_rows(values)
     centred = values - values.mean(dim=0, keepdim=True)

@@ -693,6 +693,23 @@ def test_alignment_and_uniformity_measure_scores_that_require_grad_without_a_gra
     assert not any(value.requires_grad for value in measured)
 
 
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize(("rows", "dims"), [(16, 48), (48, 16)])
+def test_effective_rank_measures_embeddings_that_require_grad_without_a_graph(rows, dims,
+                                                                              normalize):
+    # a diagnostic: its graph kept the batch alive and its gradient was NaN for N <= d
+    # (the square root of the centred batch's eigenvalue 0)
+    generator = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(rows, dims, generator=generator, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        measured = geometry.effective_rank(embeddings, normalize=normalize)
+    assert saved == []  # nothing kept for a backward
+    assert not any(value.requires_grad or value.grad_fn for value in measured)
+    detached = geometry.effective_rank(embeddings.detach(), normalize=normalize)
+    assert [value.item() for value in measured] == [value.item() for value in detached]
+
+
 @pytest.mark.parametrize("normalize", [1, "yes", None])
 def test_effective_rank_refuses_a_normalize_that_is_not_a_bool(normalize):
     with pytest.raises(GradlabError, match=r"^normalize must be True or False; got "):
