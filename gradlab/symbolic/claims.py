@@ -661,7 +661,8 @@ def _coordinate(symbol: sp.Symbol, generator: random.Random, signs: random.Rando
 
 THRESHOLD_OFFSETS = (0, sp.Rational(-1, 97), sp.Rational(1, 97))
 """Where a threshold's points lie: at it and just either side (a shifted or a closed bound
-differs from the true one there alone)."""
+differs from the true one there alone); an integer symbol's lie at the integers at and beside
+it instead (:func:`_beside`)."""
 
 
 def _thresholds(expression: sp.Expr, symbols: Sequence[sp.Symbol]) -> list[tuple]:
@@ -691,20 +692,37 @@ def _thresholds(expression: sp.Expr, symbols: Sequence[sp.Symbol]) -> list[tuple
     return found[:16]
 
 
+def _beside(symbol: sp.Symbol, root: sp.Rational) -> list[sp.Rational]:
+    """The values at and beside a threshold ``root`` of ``symbol``: ``root`` plus each of
+    :data:`THRESHOLD_OFFSETS`, or for a symbol declared ``integer=True`` (which takes no value
+    1/97 off an integer) the integers at and beside it, the floors and ceilings of ``root``,
+    ``root - 1`` and ``root + 1`` (a threshold at 98 is tried at 98, 97 and 99; one at 5/2
+    at 2, 3, 1 and 4)."""
+    if not symbol.is_integer:
+        return [root + offset for offset in THRESHOLD_OFFSETS]
+    integers: list[sp.Rational] = []
+    for value in (root, root - 1, root + 1):
+        for integer in (sp.floor(value), sp.ceiling(value)):
+            if integer not in integers:
+                integers.append(integer)
+    return integers
+
+
 def _threshold_points(expression: sp.Expr, symbols: Sequence[sp.Symbol], seed: int) -> list:
     """Points at and beside each threshold of :func:`_thresholds` (the other symbols at a
-    default point), those the symbol's declared sign allows."""
-    points = []
+    default point; :func:`_beside` says where), those the symbol's declared sign allows; an
+    integer that two thresholds of one symbol share is tried once."""
+    points, seen = [], set()
     base = next(_random_points(symbols, 1, seed=-seed - 1))
     for symbol, root in _thresholds(expression, symbols):
-        for offset in THRESHOLD_OFFSETS:
-            value = root + offset
+        for value in _beside(symbol, root):
             allowed = not ((symbol.is_positive and value <= 0)
                            or (symbol.is_negative and value >= 0)
                            or (symbol.is_nonnegative and value < 0)
                            or (symbol.is_nonpositive and value > 0)
-                           or (symbol.is_integer and not value.is_integer))  # fmt: skip
+                           or (symbol.is_integer and (symbol, value) in seen))  # fmt: skip
             if allowed:
+                seen.add((symbol, value))
                 points.append({**base, symbol: value})
     return points
 
@@ -954,8 +972,9 @@ def symbolic_equality(
     either sign is also divided by a power of ten up to 10^4 (:data:`SCALES`), so that some
     points lie near 0. Each threshold in one symbol (a ``Piecewise`` condition, the crossing of
     two arguments of a ``Min`` or ``Max``, the kink of an ``Abs``) adds points at it and just
-    either side of it; an abstract function is evaluated as a polynomial of degree 7
-    (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
+    either side of it, for an integer symbol the integers at and beside it (the floors and
+    ceilings of the threshold and of it plus and minus 1); an abstract function is evaluated
+    as a polynomial of degree 7 (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
     difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
     undefined) is no evidence either way. If every point vanishes, ``sympy.simplify`` is asked
     for a proof; without one the verdict is ``holds`` and its detail says that it rests on the

@@ -185,12 +185,45 @@ def test_zero_is_a_threshold_point_of_a_symbol_that_may_be_zero(declared, sign):
     assert _threshold_witness(*_kink_at_zero(s, sign), [s]) == {s: 0}
 
 
+INTEGER = sp.Symbol("n", integer=True, positive=True)
+
+
 def test_an_integer_symbol_takes_only_the_integer_threshold_points():
-    # floor(n/2) + ceiling(n/2) = n for every integer n; at 3 + 1/97 it is 3, not n
-    n = sp.Symbol("n", integer=True, positive=True)
+    # floor(n/2) + ceiling(n/2) = n for every integer n; at 3 + 1/97 it is 3, not n: the
+    # threshold at 3 adds the integers 2, 3 and 4 alone
+    n = INTEGER
     printed = sp.Piecewise((sp.floor(n / 2) + sp.ceiling(n / 2), n > 3), (n, True))
     assert _detail(printed, n, n) == (
-        "printed minus true vanishes at 12 random points and 1 at and beside its thresholds "
+        "printed minus true vanishes at 12 random points and 3 at and beside its thresholds "
+        "(50 digits).")
+
+
+@pytest.mark.parametrize(("printed", "wrong_at"), [
+    (sp.Min(INTEGER, 98), 99),  # min(n, 98) is n up to 98 and 98 from 99 on
+    (sp.Piecewise((INTEGER, INTEGER <= 100), (0, True)), 101),  # 0 from 101 on
+    (sp.Piecewise((INTEGER, INTEGER < sp.Rational(197, 2)), (0, True)), 99),  # 98.5: from 99
+], ids=["min", "closed-bound", "between-integers"])  # fmt: skip
+def test_an_integer_threshold_above_every_random_point_is_found_at_the_next_integer(
+        printed, wrong_at):
+    # was: holds: the random integers lie in 1..97, and the points 1/97 beside the threshold
+    # were left out as no integers, so nothing above it was tried
+    assert _threshold_witness(printed, INTEGER, [INTEGER]) == {INTEGER: wrong_at}
+
+
+def test_zero_beside_a_threshold_at_one_is_tried_for_a_nonnegative_integer():
+    # 1 - min(k, 1) is 1 at k = 0 alone, which no random point of 1..97 is; a positive k never
+    # takes 0, so the same forms hold for it
+    k = sp.Symbol("k", integer=True, nonnegative=True)
+    assert _threshold_witness(1 - sp.Min(k, 1), sp.Integer(0), [k]) == {k: 0}
+    assert _verdict(1 - sp.Min(INTEGER, 1), sp.Integer(0), [INTEGER]) == "holds"
+
+
+def test_a_true_integer_threshold_identity_still_holds_tried_once_per_integer():
+    # min(n, 98) written as a Piecewise: both thresholds at 98 add 97, 98 and 99, once
+    n = INTEGER
+    truth = sp.Piecewise((n, n <= 98), (98, True))
+    assert _detail(sp.Min(n, 98), truth, n) == (
+        "printed minus true vanishes at 12 random points and 3 at and beside its thresholds "
         "(50 digits).")
 
 
