@@ -727,6 +727,11 @@ def _threshold_points(expression: sp.Expr, symbols: Sequence[sp.Symbol], seed: i
     return points
 
 
+class _UnevaluableError(Exception):
+    """Raised by :func:`_difference_at` where mpmath runs out of memory or overflows: its text
+    says so, and the point is no evidence either way."""
+
+
 def _difference_at(
     expression: sp.Expr, point: dict, digits: int = 50, working: int = 100
 ) -> sp.Expr:
@@ -735,7 +740,10 @@ def _difference_at(
     A finite sum whose bound the point fixes is summed first (evaluating it numerically fails
     on a term ``1/0``; summed, it is ``zoo``, a witness; SymPy evaluates a product with a
     factor ``1/0`` to ``zoo`` itself). What SymPy cannot
-    evaluate at all comes back as ``nan`` (no evidence at this point), not as its exception.
+    evaluate at all comes back as ``nan`` (no evidence at this point), not as its exception;
+    where mpmath raises ``MemoryError`` or ``OverflowError`` (a number too large for it, such
+    as ``exp(t) s`` inside an ``exp`` at ``t = 43``), :class:`_UnevaluableError` is raised
+    instead, so that the point is named as one that cannot be evaluated.
     """
     # xreplace, not subs: a plain substitution of symbols by rationals (the expression is
     # concrete by now), re-evaluated exactly; subs' extra machinery doubled the audit's time.
@@ -750,6 +758,9 @@ def _difference_at(
         return value.evalf(digits, maxn=working)  # nsimplify sent 2e-40 to 0
     except (TypeError, ValueError, NotImplementedError, ZeroDivisionError):
         return sp.nan
+    except (MemoryError, OverflowError) as error:
+        kind = type(error).__name__
+        raise _UnevaluableError(f"too large for mpmath to evaluate ({kind})") from None
 
 
 def _exact(point: dict) -> dict:
@@ -882,7 +893,8 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     concrete = _concretize(expression)
     free = concrete.free_symbols
     _check_covered(free, symbols, "symbols")
-    undefined = []  # (point, value) where printed minus true is not a finite number
+    undefined = []  # (point, what it is) where printed minus true is not a finite number
+    too_large = 0  # of them, the points mpmath cannot evaluate
     seed = len(symbols) * 7 + points
     # with the default points, also those at and beside each threshold (a sampler says where
     # its symbols may lie: its points alone)
@@ -895,13 +907,18 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
             _check_covered(free, point, "the sampler's point")
         shown = point_text(point)
         point = _exact(point)
-        value = _difference_at(concrete, point)
-        # nan (undefined minus undefined, 0/0) is no evidence either way at this point; an
-        # infinite difference (a pole of one side only) is a witness like any non-zero one
-        if value.has(sp.nan) or not value.is_number:
-            undefined.append((shown, str(value)))
+        try:
+            value = _difference_at(concrete, point)
+            # nan (undefined minus undefined, 0/0) is no evidence either way at this point; an
+            # infinite difference (a pole of one side only) is a witness like any non-zero one
+            if value.has(sp.nan) or not value.is_number:
+                undefined.append((shown, f"{value} (not a number)"))
+                continue
+            found = _witness(value, concrete, point)
+        except _UnevaluableError as error:  # no evidence either, as nan is: no value to go on
+            undefined.append((shown, str(error)))
+            too_large += 1
             continue
-        found = _witness(value, concrete, point)
         if found is not None:
             how = ("exact evaluation" if value.is_Rational or value.is_infinite
                    else "100 digits, the same to 30 of them at a higher working precision")
@@ -914,9 +931,15 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     if undefined:
         shown, value = undefined[0]
         others = "" if len(undefined) == points + len(extra) else ", and vanishes at the others"
+        what = (f"{value} at {len(undefined)} of {where} (the first: {shown})"
+                if too_large in (0, len(undefined)) else  # one kind of point: the first's
+                f"not a number at {len(undefined) - too_large} and too large for mpmath to "
+                f"evaluate at {too_large} of {where} (the first: {shown}, where it is {value})")
+        avoid = "undefined or too large to evaluate" if too_large else "undefined"
         return None, None, (
-            f"printed minus true is {value} (not a number) at {len(undefined)} of "
-            f"{where} (the first: {shown}){others}; sympy.simplify does not reduce it to 0"
+            f"printed minus true is {what}{others}; sympy.simplify does not reduce it to 0: the "
+            f"random points cannot decide (pass a sampler that avoids the points where printed "
+            f"or true is {avoid})"
         )
     return True, None, f"printed minus true vanishes at {where} (50 digits)"
 
@@ -976,9 +999,12 @@ def symbolic_equality(
     ceilings of the threshold and of it plus and minus 1); an abstract function is evaluated
     as a polynomial of degree 7 (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
     difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
-    undefined) is no evidence either way. If every point vanishes, ``sympy.simplify`` is asked
-    for a proof; without one the verdict is ``holds`` and its detail says that it rests on the
-    random points, or ``inconclusive`` when some points gave NaN (its detail names one).
+    undefined) is no evidence either way, nor is a point where mpmath cannot evaluate the
+    difference (a ``MemoryError`` or ``OverflowError``: a number too large for it, such as
+    ``exp(e^43 s)``). If every other point vanishes, ``sympy.simplify`` is asked for a proof;
+    without one the verdict is ``holds`` and its detail says that it rests on the random
+    points, or ``inconclusive`` when some points gave NaN or could not be evaluated (its detail
+    names one).
 
     With ``relative`` the witness also gives the true value there and the relative error
     ``|printed - true| / |true|``, so that a sign error does not read like rounding.
@@ -1015,15 +1041,17 @@ def symbolic_equality(
     check_bool("relative", relative)
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
     if same is None:
-        return undecided(f"{how}: the random points cannot decide (pass a sampler that avoids "
-                         "the points where printed or true is undefined).")  # fmt: skip
+        return undecided(f"{how}.")
     witness = ""
     if not same:
         point, difference, raw_point, value = counterexample
         witness = f"printed minus true is {difference} at {point} ({how})"
         if relative:
-            true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
-            witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
+            try:
+                true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
+                witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
+            except _UnevaluableError as error:
+                witness += f"; the true value there is {error}"
         witness += "."
     return decide(same, f"{how}.", witness)
 

@@ -647,3 +647,79 @@ def test_a_difference_its_two_100_digit_values_keep_to_19_digits_only_is_taken_f
     assert 1e-25 < abs(held - finest) / abs(finest) < 1e-15  # the premise, in SymPy's numbers
     verdict = symbolic_equality(sp.exp(s), 1 + s, [s], sampler=lambda generator: {s: point})
     assert verdict.verdict == "holds"
+
+
+class _Huge(sp.Function):
+    """Its argument, except that evaluating it above 50 raises what mpmath raises on a number
+    too large for it (``MemoryError``; ``OverflowError`` as ``_Huge.raised`` says)."""
+
+    raised: type[Exception] = MemoryError
+
+    def _eval_evalf(self, prec):
+        if self.args[0] > 50:
+            raise self.raised
+        return self.args[0]._eval_evalf(prec)
+
+
+class _Gap(sp.Function):
+    """nan below 20, else 0 (an undefined point beside the others)."""
+
+    @classmethod
+    def eval(cls, arg):
+        if arg.is_Number:
+            return sp.nan if arg < 20 else sp.Integer(0)
+        return None
+
+
+def _at(*values):
+    """A sampler that hands out ``x = value`` for each of ``values`` in turn."""
+    points = iter(values)
+    return lambda generator: {x: next(points)}
+
+
+@pytest.mark.parametrize("raised", [MemoryError, OverflowError])
+def test_a_point_mpmath_cannot_evaluate_is_no_evidence(monkeypatch, raised):
+    # was: the MemoryError (or OverflowError) of mpmath's evaluation ended symbolic_equality
+    monkeypatch.setattr(_Huge, "raised", raised)
+    verdict = symbolic_equality(_Huge(x), x, [x], sampler=_at(30, 60, 40), points=3)
+    assert verdict == Verdict("inconclusive", (
+        f"printed minus true is too large for mpmath to evaluate ({raised.__name__}) at 1 of 3 "
+        "random points (the first: x = 60), and vanishes at the others; sympy.simplify does not "
+        "reduce it to 0: the random points cannot decide (pass a sampler that avoids the points "
+        "where printed or true is undefined or too large to evaluate)."))
+    # a point that can be evaluated still decides: _Huge(x) is x, 1 less than x + 1 at x = 30
+    wrong = symbolic_equality(_Huge(x), x + 1, [x], sampler=_at(60, 30), points=2)
+    assert wrong.verdict == "fails"
+    assert witness(wrong.detail) == ("-1.0000000", {"x": "30"})
+
+
+def test_points_undefined_and_too_large_to_evaluate_are_counted_apart():
+    verdict = symbolic_equality(_Huge(x) + _Gap(x), x, [x], sampler=_at(5, 60, 3, 70, 30),
+                                points=5)  # fmt: skip
+    assert verdict == Verdict("inconclusive", (
+        "printed minus true is not a number at 2 and too large for mpmath to evaluate at 2 of 5 "
+        "random points (the first: x = 5, where it is nan (not a number)), and vanishes at the "
+        "others; sympy.simplify does not reduce it to 0: the random points cannot decide (pass "
+        "a sampler that avoids the points where printed or true is undefined or too large to "
+        "evaluate)."))
+
+
+def test_a_true_value_too_large_to_evaluate_is_said_so_beside_the_witness():
+    # printed minus true is 1 (exact), but the true value _Huge(60) cannot be evaluated
+    verdict = symbolic_equality(_Huge(x) + 1, _Huge(x), [x], sampler=_at(60), points=1,
+                                relative=True)  # fmt: skip
+    assert verdict == Verdict("fails", (
+        "printed minus true is 1.0000000 at x = 60 (exact evaluation); the true value there is "
+        "too large for mpmath to evaluate (MemoryError)."))
+
+
+@pytest.mark.slow  # about 4 s: SymPy's simplify of a softmax gradient over three logits
+def test_the_gradient_of_a_tempered_softmax_holds_though_mpmath_cannot_evaluate_one_point():
+    # was: MemoryError at t = 43, where e^t s is about -1.5e20 inside an exp
+    t = sp.Symbol("t", real=True)
+    s = sp.symbols("s0:3", real=True)
+    z = [sp.exp(t) * v for v in s]
+    p = [sp.exp(u) / sum(sp.exp(w) for w in z) for u in z]
+    printed = sum(a * b for a, b in zip(p, z, strict=True)) - z[0]  # E_p[z] - z_0, by hand
+    verdict = symbolic_equality(printed, sp.diff(-sp.log(p[0]), t), [t, *s])
+    assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
