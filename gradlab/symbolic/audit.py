@@ -26,7 +26,13 @@ from gradlab.symbolic import (
     supplementary_claims,
     tie_aware_claims,
 )
-from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY, VERDICTS, Claim, audit_claim
+from gradlab.symbolic.claims import (
+    CORRECTION_UNDECIDED,
+    PRINTED_RESULTS_ONLY,
+    VERDICTS,
+    Claim,
+    audit_claim,
+)
 from gradlab.symbolic.seeds import citation, paper_label
 from gradlab.validation import check_bool, check_int_in_range
 
@@ -543,8 +549,7 @@ def format_markdown(records: list[dict]) -> str:
                 *_formula_lines("printed", record["claim"]["formula"]),
                 *([] if record["claim"]["latex"].startswith("\\texttt")
                   else [f"- LaTeX: ${record['claim']['latex']}$"]),
-                *(_formula_lines(correction_label.get(record["verdict"],
-                                                      "correction given, not checked"),
+                *(_formula_lines(_correction_label(record, correction_label),
                                  record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 *(_changed_lines(record["claim"]["formula"], record["claim"]["correction"])
@@ -560,6 +565,15 @@ def format_markdown(records: list[dict]) -> str:
             ]
         lines += ["</details>", ""]
     return "\n".join(lines)
+
+
+def _correction_label(record: dict, labels: dict[str, str]) -> str:
+    """What the report says of a record's correction: ``labels``' entry for its verdict, else
+    not checked; for a failing claim whose correction the check could not decide (its detail
+    says :data:`~gradlab.symbolic.claims.CORRECTION_UNDECIDED`), that it could not."""
+    if record["verdict"] == "fails" and CORRECTION_UNDECIDED in record["detail"]:
+        return "correction given, checked: the check cannot decide it"
+    return labels.get(record["verdict"], "correction given, not checked")
 
 
 def _verdict_cell(record: dict, badge: dict[str, str]) -> str:

@@ -64,6 +64,10 @@ PRINTED_RESULTS_ONLY = ("Only the printed numbers are checked: the experiment it
 """The note of a claim about the authors' experiments that is checked on the numbers they
 printed (a table, a figure's values): its verdict says what those numbers show, not that the
 experiment reproduces."""
+CORRECTION_UNDECIDED = "The correction was checked, but its check could not decide it:"
+"""The words of a failing claim's detail whose correction the check could not decide
+(``inconclusive``): the claim stays ``fails``, wrong as printed with no correction shown to hold,
+and the correction's own reason follows these words."""
 EMPIRICAL_VERDICTS = VERDICTS[4:]
 REJECTED = (_FAILS, _UNDECIDED, _NOT_REPRODUCED)
 """The verdicts that kill a mutant: the check rejects it (``holds``, ``reproduced`` and
@@ -391,7 +395,10 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     ``holds-with-correction`` comes out only for the printed form, when its check fails and the
     same check of ``claim.correction`` holds. Any other ``form`` (a mutant) gets the check's own
     verdict: a mutant is never turned into ``holds-with-correction``. A correction given for a
-    printed form that does not fail is not checked, and the detail says so.
+    printed form that does not fail is not checked, and the detail says so. When the check
+    cannot decide the correction (``inconclusive``), the claim stays ``fails`` (wrong as
+    printed, and no correction is shown to hold), and the detail says that the correction could
+    not be decided (:data:`CORRECTION_UNDECIDED`), with the check's reason.
 
     Example:
         >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", f"2 + 2 is not {form.value}")
@@ -411,6 +418,8 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
                        f"(only a printed form that fails is corrected; this one is "
                        f"{first.verdict}).")  # fmt: skip
     fixed = _checked(claim, claim.correction)
+    if fixed.verdict == _UNDECIDED:  # not shown to hold, nor shown not to
+        return Verdict(first.verdict, f"{first.detail} {CORRECTION_UNDECIDED} {fixed.detail}")
     if fixed.verdict != _HOLDS:
         return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "
                        f"hold either: {fixed.detail}")  # fmt: skip

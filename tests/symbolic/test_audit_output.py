@@ -470,16 +470,17 @@ def test_the_console_summary_counts_candidate_corrections_as_the_markdown_names_
 
 def test_markdown_says_corrected_only_where_the_check_ran_on_the_correction():
     # the check runs on a correction only when the printed form fails, and then whether or
-    # not the correction holds; a correction of a printed form that holds (or that the check
-    # cannot decide) is given but never checked
+    # not the correction holds, or whether the check can decide it; a correction of a printed
+    # form that holds (or that the check cannot decide) is given but never checked
     def is_one_or_undecided(form):
         if form.value == 0:
             return undecided("zero: no data")
         return _is_one(form)
 
-    printed = {"a": 5, "b": 5, "c": 1, "d": 0}  # x is one in c only; d cannot be decided
-    corrected = {"a": 1, "b": 3, "c": 3, "d": 3}  # b's correction is not one either
-    said_of = {"a": "corrected", "b": "correction given, checked: it fails too"}
+    printed = {"a": 5, "b": 5, "c": 1, "d": 0, "e": 5}  # x is one in c only; d undecided
+    corrected = {"a": 1, "b": 3, "c": 3, "d": 3, "e": 0}  # b's is not one, e's undecided
+    said_of = {"a": "corrected", "b": "correction given, checked: it fails too",
+               "e": "correction given, checked: the check cannot decide it"}
     claims = [Claim("mine", label, "x is one", Form(sp.Integer(printed[label]), lhs="x"),
                     is_one_or_undecided, correction=Form(sp.Integer(value), lhs="x"))
               for label, value in corrected.items()]  # fmt: skip

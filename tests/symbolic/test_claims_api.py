@@ -78,6 +78,24 @@ def test_a_correction_that_fails_too_is_reported_with_both_details():
     )  # fmt: skip
 
 
+def test_a_correction_the_check_cannot_decide_is_said_undecided_and_the_claim_fails():
+    # was: "The correction was checked and does not hold either: cannot ...", though the check
+    # said nothing of the correction; wrong as printed with no correction shown to hold, the
+    # claim still fails
+    def check(form):
+        if form.value == 4 * x:
+            return undecided("cannot take the limit of 4 x")
+        return symbolic_equality(form.value, 2 * x, [x])
+
+    claim = Claim("mine", "eq1", "twice x", Form(3 * x), check,
+                  correction=mutant(Form(3 * x), 4 * x, "corrected"))  # fmt: skip
+    first = symbolic_equality(3 * x, 2 * x, [x])
+    assert evaluate(claim) == Verdict(
+        "fails", f"{first.detail} The correction was checked, but its check could not decide "
+        "it: cannot take the limit of 4 x"
+    )  # fmt: skip
+
+
 def test_undecided_is_inconclusive_with_its_reason():
     assert undecided("no data") == Verdict("inconclusive", "no data")
 
