@@ -932,25 +932,40 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
             how = ("exact evaluation" if value.is_Rational or value.is_infinite
                    else "100 digits, the same to 30 of them at a higher working precision")
             how += _stand_ins_text(expression)  # abstract functions: the ones evaluated
+            if sampler is None:  # the symbols the witness has positive for want of a sign
+                how += _drawn_positive(symbols, point)
             return False, (shown, str(sp.N(found, 8)), point, found), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     where = f"{points} random points" + (
         f" and {len(extra)} at and beside its thresholds" if extra else "")
+    drawn = _drawn_positive(symbols) if sampler is None else ""
     if undefined:
         shown, value = undefined[0]
         others = "" if len(undefined) == points + len(extra) else ", and vanishes at the others"
-        what = (f"{value} at {len(undefined)} of {where} (the first: {shown})"
+        what = (f"{value} at {len(undefined)} of {where} (the first: {shown}{drawn})"
                 if too_large in (0, len(undefined)) else  # one kind of point: the first's
                 f"not a number at {len(undefined) - too_large} and too large for mpmath to "
-                f"evaluate at {too_large} of {where} (the first: {shown}, where it is {value})")
+                f"evaluate at {too_large} of {where} (the first: {shown}, where it is {value}"
+                f"{drawn})")
         avoid = "undefined or too large to evaluate" if too_large else "undefined"
         return None, None, (
             f"printed minus true is {what}{others}; sympy.simplify does not reduce it to 0: the "
             f"random points cannot decide (pass a sampler that avoids the points where printed "
             f"or true is {avoid})"
         )
-    return True, None, f"printed minus true vanishes at {where} (50 digits)"
+    return True, None, f"printed minus true vanishes at {where} (50 digits{drawn})"
+
+
+def _drawn_positive(symbols: Sequence[sp.Symbol], point: dict | None = None) -> str:
+    """``"; x, y drawn > 0: no sign declared"`` for the symbols that the default points draw
+    positive only because no sign is declared (:func:`_sign`; with ``point``, those positive
+    there); empty without any. A verdict that rests on such points says so: it says nothing of
+    where those symbols are negative (``sqrt(x**2)`` against ``x``)."""
+    names = [str(symbol) for symbol in symbols
+             if not (symbol.is_real or symbol.is_nonnegative or symbol.is_nonpositive)
+             and (point is None or point[symbol] > 0)]  # fmt: skip
+    return f"; {', '.join(names)} drawn > 0: no sign declared" if names else ""
 
 
 def _declared(symbol: sp.Symbol) -> str:
@@ -998,8 +1013,10 @@ def symbolic_equality(
     floats are taken as the rationals they store. The default points draw each symbol as a
     fraction ``p / q`` (``p`` up to 97, ``q`` up to 13) with the sign its declaration allows:
     positive for a symbol declared positive or nonnegative and for an undeclared one (ranks,
-    counts, temperatures), negative for one declared negative or nonpositive, and either sign at
-    random for one declared ``real=True`` alone (scores and logits: declare them so); a symbol
+    counts, temperatures; a detail that rests on these points names such a symbol, ``x drawn
+    > 0: no sign declared``, as does a witness where it is positive), negative for one declared
+    negative or nonpositive, and either sign at random for one declared ``real=True`` alone
+    (scores and logits: declare them so); a symbol
     declared ``integer=True`` (a count, an index) takes the integer ``p`` alone; a symbol of
     either sign is also divided by a power of ten up to 10^4 (:data:`SCALES`), so that some
     points lie near 0. Each threshold in one symbol (a ``Piecewise`` condition, the crossing of
@@ -1025,12 +1042,15 @@ def symbolic_equality(
 
     Example:
         >>> import sympy as sp
-        >>> x = sp.Symbol("x")
+        >>> x = sp.Symbol("x", positive=True)
         >>> detail = symbolic_equality(-x, x, [x], relative=True).detail
         >>> for part in detail.split("; "):
         ...     print(part)
         printed minus true is -174.00000 at x = 87 (exact evaluation)
         true value 87.000000, relative error 2 (200 %).
+        >>> u = sp.Symbol("u")  # no sign declared: drawn positive, and the detail says so
+        >>> print(symbolic_equality(sp.sqrt(u**2), u, [u]).detail)
+        printed minus true vanishes at 12 random points (50 digits; u drawn > 0: no sign declared).
     """
     for name, value in (("printed", printed), ("truth", truth)):
         _check_algebraic(name, value, "symbolic_equality compares them")

@@ -2,6 +2,7 @@
 mutant makers, failed corrections, undecided claims, the random points of symbolic_equality."""
 
 import random
+import re
 
 import pytest
 import sympy as sp
@@ -250,6 +251,45 @@ def _sampled_signs(symbol, points=200):
         detail = symbolic_equality(symbol, sp.Integer(0), [symbol], points=count).detail
         signs.add(sp.sign(sp.Rational(witness(detail)[1]["s"])))
     return signs
+
+
+UNDECLARED = sp.Symbol("u")  # no assumptions: drawn positive
+
+
+def test_a_holds_on_points_drawn_positive_for_want_of_a_sign_says_so():
+    # was: "holds: printed minus true vanishes at 12 random points (50 digits)." for
+    # sqrt(u**2) against u, which is false at every negative u: sqrt((-3)**2) = 3, not -3
+    u = UNDECLARED
+    assert sp.sqrt(sp.Integer(-3) ** 2) != -3  # the premise, in SymPy's numbers
+    assert symbolic_equality(sp.sqrt(u**2), u, [u]) == Verdict(
+        "holds", "printed minus true vanishes at 12 random points (50 digits; u drawn > 0: no "
+        "sign declared).")  # fmt: skip
+    # a symbol declared real is drawn of either sign: only the undeclared one is named
+    r = sp.Symbol("r", real=True)
+    detail = symbolic_equality(sp.sqrt(u**2) + r, u + r, [r, u]).detail
+    assert detail.endswith("(50 digits; u drawn > 0: no sign declared).")
+
+
+def test_a_witness_where_a_symbol_without_a_sign_is_positive_says_it_was_drawn_so():
+    u = UNDECLARED
+    verdict = symbolic_equality(-u, u, [u])
+    assert verdict.verdict == "fails"
+    assert verdict.detail.endswith("(exact evaluation; u drawn > 0: no sign declared).")
+    # at a threshold point of u at or below 0 (|u| against u: at -1/97, beside the kink at 0)
+    # it was not drawn positive, and a sampler's points are its own: no such words
+    kink = symbolic_equality(sp.Abs(u), u, [u])
+    assert kink == Verdict("fails", f"printed minus true is {sp.N(sp.Rational(2, 97), 8)} at "
+                                    "u = -1/97 (exact evaluation).")  # fmt: skip
+    sampled = symbolic_equality(-u, u, [u], sampler=lambda generator: {u: 2})
+    assert sampled == Verdict("fails", "printed minus true is -4.0000000 at u = 2 (exact "
+                                       "evaluation).")  # fmt: skip
+
+
+def test_an_undefined_point_of_a_symbol_drawn_positive_for_want_of_a_sign_says_so():
+    # _Gap(u) is nan below 20 and 0 above: no witness, and no proof either
+    verdict = symbolic_equality(_Gap(UNDECLARED), sp.Integer(0), [UNDECLARED])
+    assert verdict.verdict == "inconclusive"
+    assert re.search(r"\(the first: u = [\d/]+; u drawn > 0: no sign declared\)", verdict.detail)
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ def test_numeric_agreement_calls_a_difference_from_zero_infinite_and_stays_quiet
 
 def test_symbolic_equality_gives_the_true_value_and_the_relative_error_at_its_witness():
     verdict = symbolic_equality(3 * x, 2 * x, [x], relative=True)  # printed is 1.5 times true
-    witness, _, relative = verdict.detail.partition("; ")
+    witness, _, relative = verdict.detail.rpartition("; ")
     point = sp.Rational(witness_of(witness)[1]["x"])
     assert relative == f"true value {sp.N(2 * point, 8)}, relative error 0.5 (50 %)."
     assert symbolic_equality(2 * x, 2 * x, [x], relative=True).verdict == "holds"
