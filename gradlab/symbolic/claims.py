@@ -478,10 +478,10 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     accepted form; when the check accepts neither, the correction if there is one, else the
     printed form, and then its mutants that hold are candidate corrections, not survivors of a
     weak check, as :func:`gradlab.symbolic.format_markdown` says), ``mutant_results`` (per
-    mutant its operator, name, formula, verdict and ``killed``: the verdict is one of
-    :data:`REJECTED`; an ``inconclusive`` one also its ``detail``, why the check could not
-    decide, so that a mutant the check cannot evaluate is told apart from one it rejects), the
-    counts ``mutants``,
+    mutant a dict of ``operator``, ``mutant`` (its name), ``formula``, ``verdict`` and
+    ``killed``, true when the verdict is one of :data:`REJECTED`; a mutant found inconclusive
+    also has ``detail``, why the check could not decide, so that a mutant the check cannot
+    evaluate is told apart from one it rejects), the counts ``mutants``,
     ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
     ``inapplicable`` (operator -> why it does not apply) and ``equivalent_mutants_dropped``
     (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
