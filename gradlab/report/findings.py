@@ -130,7 +130,7 @@ def _audit(results: dict) -> list[Finding]:
     total = sum(counts.values())
     records = results.get("records", [])
     text = (
-        f"The audit checks {total} printed claims{_texts(records)} by computation: "
+        f"The audit checks {_counted(total, 'printed claim')}{_texts(records)} by computation: "
         f"{with_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
         f"{with_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed, "
         "with a correction that holds (each correction re-checked), "
@@ -153,16 +153,18 @@ def _audit(results: dict) -> list[Finding]:
                 per_paper.append(f"{_paper(seed)}: {_counted(len(mine), 'claim')}, "
                                  f"{_counted(distinct_problems(mine), 'problem')}")  # fmt: skip
         text += (
-            f" The {len(failing)} claims wrong as printed show {distinct_problems(failing)} "
-            f"distinct problems (claims sharing one root cause count once; "
+            f" The {_counted(len(failing), 'claim')} wrong as printed "
+            f"{'shows' if len(failing) == 1 else 'show'} "
+            f"{_counted(distinct_problems(failing), 'distinct problem')} (claims sharing one root "
+            f"cause count once; "
             f"{'; '.join(per_paper)})."
         )
     mutants = sum(r.get("mutants", 0) for r in records)
     if mutants:
         killed = sum(r.get("mutants_killed", 0) for r in records)
         text += (
-            f" {killed} of {mutants} deliberately wrong variants of the forms that hold are "
-            "told apart."
+            f" {killed} of {_counted(mutants, 'deliberately wrong variant')} of the forms that "
+            f"hold {'is' if killed == 1 else 'are'} told apart."
         )
     return [*_headlines(records), Finding(text)]
 

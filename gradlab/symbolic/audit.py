@@ -240,7 +240,8 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
     reasons = record.get("inapplicable", {})
     untestable = record.get("verdict") == NOT_TESTABLE and set(OPERATORS) <= set(reasons)
     if record["mutants"] < MIN_MUTANTS and not untestable:
-        found["count"].append(f"{record['mutants']} mutants (fewer than {MIN_MUTANTS})")
+        found["count"].append(f"{record['mutants']} mutant{'' if record['mutants'] == 1 else 's'}"
+                              f" (fewer than {MIN_MUTANTS})")
     used = list(dict.fromkeys(result["operator"] for result in results))
     unexplained = [op for op in OPERATORS if op not in used and op not in reasons]
     if len(used) < MIN_OPERATORS and unexplained:
@@ -531,7 +532,8 @@ def format_markdown(records: list[dict]) -> str:
             ", ".join(f"{v}: {c}" for v, c in counts.items()),
             "",
             "<details>",
-            f"<summary>The {len(mine)} claims of this paper, each with its check</summary>",
+            f"<summary>The {len(mine)} claim{'' if len(mine) == 1 else 's'} of this paper, "
+            f"{'with' if len(mine) == 1 else 'each with'} its check</summary>",
             "",
             "| claim | verdict | statement |",
             "| --- | --- | --- |",

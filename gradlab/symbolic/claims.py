@@ -414,9 +414,10 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     if claim.correction is None:
         return first
     if first.verdict != _FAILS:  # the correction is checked only when the printed form fails
+        state = "holds" if first.verdict == _HOLDS else f"is {first.verdict}"
         return Verdict(first.verdict, f"{first.detail} The correction given was not checked "
-                       f"(only a printed form that fails is corrected; this one is "
-                       f"{first.verdict}).")  # fmt: skip
+                       f"(only a printed form that fails is corrected; this one "
+                       f"{state}).")  # fmt: skip
     fixed = _checked(claim, claim.correction)
     if fixed.verdict == _UNDECIDED:  # not shown to hold, nor shown not to
         return Verdict(first.verdict, f"{first.detail} {CORRECTION_UNDECIDED} {fixed.detail}")
@@ -1148,7 +1149,8 @@ def numeric_agreement(
     compared = len(cases) - len(no_truth)
     if worst <= tolerance and (no_truth or not cases):
         if not compared:
-            nan = f"the true value is nan at every one of the {len(cases)} cases: " if cases else ""
+            every = f"every one of the {len(cases)} cases" if len(cases) > 1 else "its one case"
+            nan = f"the true value is nan at {every}: " if cases else ""
             return undecided(f"{nan or 'no cases: '}nothing was compared.")
         return undecided(
             f"the true value is nan at {len(no_truth)} of {len(cases)} cases (first: case "
@@ -1157,7 +1159,8 @@ def numeric_agreement(
         )
     return decide(
         worst <= tolerance,
-        f"max |printed - true| = {worst:.2e} over {len(cases)} cases{there}.",
+        f"max |printed - true| = {worst:.2e} over {len(cases)} case"
+        f"{'' if len(cases) == 1 else 's'}{there}.",
         f"max |printed - true| = {worst:.3g} (case {worst_case + 1} of {len(cases)}){there}.",
     )
 

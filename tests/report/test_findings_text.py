@@ -121,8 +121,25 @@ def _audit_line(line, claims, texts=""):
     """The audit line after "by computation: ", once its head counts ``claims`` claims in
     ``texts`` (`` in N texts of M papers``, or nothing without records)."""
     head, tail = line.split(" by computation: ")
-    assert head == f"- The audit checks {claims} printed claims{texts}", head
+    noun = "claim" if claims == 1 else "claims"
+    assert head == f"- The audit checks {claims} printed {noun}{texts}", head
     return tail
+
+
+def test_the_audit_line_of_one_claim_and_one_mutant_is_in_the_singular():
+    # was: "checks 1 printed claims", "The 1 claims wrong as printed show 1 distinct problems",
+    # "1 of 1 deliberately wrong variants of the forms that hold are told apart"
+    records = [_record(BROWN, "eq1", "fails", "diagonal", mutants=1, mutants_killed=1)]
+    line = _lines({"audit": ({"counts": {"fails": 1}, "records": records}, "text")})[-1]
+    brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
+    assert line == (
+        "- The audit checks 1 printed claim in 1 text of 1 paper by computation: 0 hold as "
+        "printed, 0 are wrong as printed, with a correction that holds (each correction "
+        "re-checked), 1 is wrong with no correction that holds and 0 stay inconclusive. The 1 "
+        "claim wrong as printed shows 1 distinct problem (claims sharing one root cause count "
+        f"once; {brown}: 1 claim, 1 problem). 1 of 1 deliberately wrong variant of the forms "
+        "that hold is told apart."
+    )
 
 
 def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():

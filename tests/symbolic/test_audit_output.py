@@ -346,7 +346,7 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "holds: 0, holds-with-correction: 1, fails: 0, inconclusive: 0" + NO_EMPIRICAL,
         "",
         "<details>",
-        "<summary>The 1 claims of this paper, each with its check</summary>",
+        "<summary>The 1 claim of this paper, with its check</summary>",
         "",
         "| claim | verdict | statement |",
         "| --- | --- | --- |",
@@ -373,7 +373,7 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0" + NO_EMPIRICAL,
         "",
         "<details>",
-        "<summary>The 1 claims of this paper, each with its check</summary>",
+        "<summary>The 1 claim of this paper, with its check</summary>",
         "",
         "| claim | verdict | statement |",
         "| --- | --- | --- |",
@@ -619,6 +619,9 @@ SHORTFALL_CASES = {
          "swap"]),
     "every reason, but a testable verdict": (
         _short([], reasons=EVERY_REASON), ["0 mutants (fewer than 3)"]),
+    "one mutant": (  # was: "1 mutants"
+        _short([_result("sign", "sign", "x = -1")], reasons=EVERY_REASON),
+        ["1 mutant (fewer than 3)"]),
     "not testable, every reason": (_short([], verdict=NOT_TESTABLE, reasons=EVERY_REASON), []),
     "not testable, a reason missing": (
         _short([], verdict=NOT_TESTABLE, reasons={"sign": "does not apply"}),

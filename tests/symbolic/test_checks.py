@@ -159,6 +159,15 @@ def test_numeric_agreement_without_a_true_value_compares_nothing_there():
     assert wrong.verdict == "fails" and "(case 2 of 2)" in wrong.detail
 
 
+def test_numeric_agreement_over_one_case_says_case():
+    # was: "over 1 cases" and "at every one of the 1 cases"
+    one = numeric_agreement(float, float, [2.0], tolerance=0.0)
+    assert (one.verdict, one.detail) == ("holds", "max |printed - true| = 0.00e+00 over 1 case.")
+    undefined = numeric_agreement(float, lambda c: math.nan, [2.0], tolerance=1e-9)
+    assert (undefined.verdict, undefined.detail) == (
+        "inconclusive", "the true value is nan at its one case: nothing was compared.")
+
+
 def test_numeric_agreement_equal_infinities_agree():
     verdict = numeric_agreement(lambda c: math.inf, lambda c: math.inf, [1.0], tolerance=0)
     assert verdict.verdict == "holds"

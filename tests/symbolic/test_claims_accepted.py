@@ -68,7 +68,7 @@ def test_a_printed_form_that_holds_keeps_its_verdict_though_a_correction_is_give
     verdict = evaluate(claim)
     assert verdict.verdict == "holds" and "Corrected:" not in verdict.detail
     assert verdict.detail.endswith("The correction given was not checked (only a printed form "
-                                   "that fails is corrected; this one is holds).")
+                                   "that fails is corrected; this one holds).")
     assert calls == {"C = R - 1": 1}  # the correction is never checked
     failing_fix = _count_claim(R - 1, 2 * R)  # a correction that would fail its check
     assert evaluate(failing_fix).verdict == "holds"

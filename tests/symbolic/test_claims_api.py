@@ -498,7 +498,7 @@ def test_a_correction_of_a_form_that_does_not_fail_is_said_unchecked():
     (record,) = run_audit([claim])
     assert record["verdict"] == "holds"
     assert record["detail"].endswith("The correction given was not checked (only a printed "
-                                     "form that fails is corrected; this one is holds).")
+                                     "form that fails is corrected; this one holds).")
     report = format_markdown([record])
     assert "- correction given, not checked: `2*x`" in report and "- corrected:" not in report
     undecidable = Claim("mine", "eq2", "x is x", Form(x), lambda form: undecided("no data"),
