@@ -935,7 +935,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
             how += _stand_ins_text(expression)  # abstract functions: the ones evaluated
             if sampler is None:  # the symbols the witness has positive for want of a sign
                 how += _drawn_positive(symbols, point)
-            return False, (shown, str(sp.N(found, 8)), point, found), how
+            return False, (shown, _value_text(found), point, found), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     where = f"{points} random points" + (
@@ -1034,7 +1034,9 @@ def symbolic_equality(
     names one).
 
     With ``relative`` the witness also gives the true value there and the relative error
-    ``|printed - true| / |true|``, so that a sign error does not read like rounding.
+    ``|printed - true| / |true|``, so that a sign error does not read like rounding. An infinite
+    value (SymPy's ``zoo``, ``oo``) reads ``infinite``; so does the relative error of an infinite
+    difference or of a true value of 0 (``undefined`` where both are infinite).
 
     Raises:
         GradlabError: ``printed`` or ``truth`` not an expression, ``symbols`` not a list of
@@ -1079,17 +1081,37 @@ def symbolic_equality(
         if relative:
             try:
                 true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
-                witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
+                witness += (f"; true value {_value_text(true_value)}, "
+                            f"{_relative(value, true_value)}")
             except _UnevaluableError as error:
                 witness += f"; the true value there is {error}"
         witness += "."
     return decide(same, f"{how}.", witness)
 
 
+def _value_text(value: sp.Expr) -> str:
+    """A value of a verdict's detail to 8 digits; ``infinite`` for SymPy's ``zoo``, ``oo`` and
+    ``-oo`` (a pole: its sign says nothing more)."""
+    return "infinite" if value.is_infinite else str(sp.N(value, 8))
+
+
+def _magnitude(value: Any) -> float:
+    """``|value|`` as a float: ``inf`` for an infinite SymPy value (``complex(zoo)`` is nan)."""
+    if isinstance(value, sp.Basic) and value.is_infinite:
+        return math.inf
+    return abs(complex(value))
+
+
 def _relative(difference: Any, true_value: Any) -> str:
-    """``relative error R (P %)`` of a difference against the true value (infinite at 0)."""
-    size = abs(complex(true_value))
-    ratio = abs(complex(difference)) / size if size else float("inf")
+    """``relative error R (P %)`` of a difference against the true value: ``infinite`` for an
+    infinite difference or a true value of 0, ``undefined`` where the difference is NaN or
+    both are infinite."""
+    error, size = _magnitude(difference), _magnitude(true_value)
+    if math.isnan(error) or math.isnan(size) or (math.isinf(error) and math.isinf(size)):
+        return "relative error undefined"
+    ratio = error / size if size else math.inf
+    if math.isinf(ratio):
+        return "relative error infinite"
     return f"relative error {ratio:.3g} ({100 * ratio:.3g} %)"
 
 

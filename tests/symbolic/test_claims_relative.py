@@ -20,7 +20,7 @@ def test_numeric_agreement_gives_the_relative_error_at_the_worst_case():
 
 def test_numeric_agreement_calls_a_difference_from_zero_infinite_and_stays_quiet_when_off():
     verdict = numeric_agreement(lambda c: 1.0, lambda c: 0.0, [0], tolerance=0.5, relative=True)
-    assert verdict.detail.endswith("relative error inf (inf %) there.")
+    assert verdict.detail.endswith("relative error infinite there.")
     plain = numeric_agreement(lambda c: 1.0, lambda c: 0.0, [0], tolerance=0.5)
     assert plain.detail == "max |printed - true| = 1 (case 1 of 1)."
 
@@ -31,3 +31,22 @@ def test_symbolic_equality_gives_the_true_value_and_the_relative_error_at_its_wi
     point = sp.Rational(witness_of(witness)[1]["x"])
     assert relative == f"true value {sp.N(2 * point, 8)}, relative error 0.5 (50 %)."
     assert symbolic_equality(2 * x, 2 * x, [x], relative=True).verdict == "holds"
+
+
+def test_an_infinite_difference_has_an_infinite_relative_error():
+    # was: "printed minus true is zoo at n = 5 (exact evaluation); true value 2.2833333, relative
+    # error nan (nan %)": the sum from k = 0 has the term 1/0; H_5 = 1 + 1/2 + ... + 1/5 = 137/60
+    k = sp.Symbol("k", integer=True, positive=True)
+    n = sp.Symbol("n", integer=True, positive=True)
+    verdict = symbolic_equality(sp.Sum(1 / k, (k, 0, n)), sp.harmonic(n), [n], relative=True,
+                                sampler=lambda generator: {n: 5})  # fmt: skip
+    assert verdict.detail == ("printed minus true is infinite at n = 5 (exact evaluation); true "
+                              "value 2.2833333, relative error infinite.")  # fmt: skip
+
+
+def test_a_relative_error_against_an_infinite_true_value_of_an_infinite_difference_is_undefined():
+    # 2/x against 1/x at x = 0: both the difference and the true value are 1/0
+    verdict = symbolic_equality(2 / x, 1 / x, [x], relative=True,
+                                sampler=lambda generator: {x: 0})  # fmt: skip
+    assert verdict.detail == ("printed minus true is infinite at x = 0 (exact evaluation); true "
+                              "value infinite, relative error undefined.")  # fmt: skip
