@@ -1017,14 +1017,14 @@ def symbolic_equality(
     counts, temperatures; a detail that rests on these points names such a symbol, ``x drawn
     > 0: no sign declared``, as does a witness where it is positive), negative for one declared
     negative or nonpositive, and either sign at random for one declared ``real=True`` alone
-    (scores and logits: declare them so); a symbol
-    declared ``integer=True`` (a count, an index) takes the integer ``p`` alone; a symbol of
-    either sign is also divided by a power of ten up to 10^4 (:data:`SCALES`), so that some
-    points lie near 0. Each threshold in one symbol (a ``Piecewise`` condition, the crossing of
-    two arguments of a ``Min`` or ``Max``, the kink of an ``Abs``) adds points at it and just
-    either side of it, for an integer symbol the integers at and beside it (the floors and
-    ceilings of the threshold and of it plus and minus 1); an abstract function is evaluated
-    as a polynomial of degree 7 (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
+    (scores and logits: declare them so); a symbol declared ``integer=True`` (a count, an
+    index) takes the integer ``p`` alone; a symbol of either sign is also divided by a power of
+    ten up to 10^4 (:data:`SCALES`), so that some points lie near 0. Each threshold in one
+    symbol (a ``Piecewise`` condition, the crossing of two arguments of a ``Min`` or ``Max``,
+    the kink of an ``Abs``) adds points at it and just either side of it, for an integer symbol
+    the integers at and beside it (the floors and ceilings of the threshold and of it plus and
+    minus 1); an abstract function is evaluated as a polynomial of degree 7
+    (:data:`STAND_IN_DEGREE`), named in the witness. An infinite
     difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
     undefined) is no evidence either way, nor is a point where mpmath cannot evaluate the
     difference (a ``MemoryError`` or ``OverflowError``: a number too large for it, such as
