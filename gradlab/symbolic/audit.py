@@ -475,7 +475,14 @@ def _detail_lines(detail: str) -> list[str]:
 
 def _candidates(record: dict) -> str:
     """For a printed form that fails with no correction given, the mutants of it that hold:
-    candidate corrections, not a weak check (the check said no to the printed form)."""
+    candidate corrections, not a weak check (the check said no to the printed form). For a
+    check that accepted no form (every verdict fails or inconclusive), why it kills no
+    mutant."""
+    if (record.get("mutants") and not record.get("mutants_killed")
+            and record.get("verdict") in ("fails", "inconclusive")
+            and not any(o["verdict"] == "holds" for o in record.get("mutant_results", ()))):
+        return ("; the check accepted no form of this claim, so rejecting its mutants shows "
+                "nothing of it")  # fmt: skip
     if record.get("verdict") != "fails" or record.get("mutated_form") != "printed":
         return ""
     holding = [o["mutant"] for o in record.get("mutant_results", ()) if o["verdict"] == "holds"]

@@ -480,7 +480,10 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     printed form, and then its mutants that hold are candidate corrections, not survivors of a
     weak check, as :func:`gradlab.symbolic.format_markdown` says), ``mutant_results`` (per
     mutant a dict of ``operator``, ``mutant`` (its name), ``formula``, ``verdict`` and
-    ``killed``, true when the verdict is one of :data:`REJECTED`; a mutant found inconclusive
+    ``killed``, true when the verdict is one of :data:`REJECTED` and the check accepted some
+    form of the claim, the mutated one or a mutant (a check that accepts no form, one that
+    rejects everything or never decides, kills nothing: its rejections tell no wrong form from
+    a right one); a mutant found inconclusive
     also has ``detail``, why the check could not decide, so that a mutant the check cannot
     evaluate is told apart from one it rejects), the counts ``mutants``,
     ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
@@ -544,6 +547,13 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
                 # depends on what the process evaluated before: the record stays reproducible)
                 outcome["detail"] = _LAMBDIFIED.sub("<lambdifygenerated>", got.detail)
             outcomes.append(outcome)
+        # a no to a mutant shows the check tells forms apart only if it said yes to some form
+        # (the one it mutates, or a mutant: a candidate correction); a check that says no to
+        # everything, or decides nothing, kills nothing
+        if not (verdict.verdict in (_HOLDS, _CORRECTED, _REPRODUCED)
+                or any(o["verdict"] == _HOLDS for o in outcomes)):  # fmt: skip
+            for outcome in outcomes:
+                outcome["killed"] = False
         record["mutated_form"] = "printed" if accepted is claim.printed else "correction"
         record["mutants"] = len(outcomes)
         record["mutant_operators"] = len({o["operator"] for o in outcomes})

@@ -799,3 +799,30 @@ def test_the_gradient_of_a_tempered_softmax_holds_though_mpmath_cannot_evaluate_
     printed = sum(a * b for a, b in zip(p, z, strict=True)) - z[0]  # E_p[z] - z_0, by hand
     verdict = symbolic_equality(printed, sp.diff(-sp.log(p[0]), t), [t, *s])
     assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
+
+
+def test_a_check_that_decides_no_form_kills_no_mutant_and_the_report_says_why():
+    # it was credited with every mutant killed ("8 of 8"): each mutant was "rejected" as
+    # inconclusive by a check that is inconclusive on everything, the printed form included
+    import sympy as sp
+
+    from gradlab.symbolic import Claim, Form, audit_claim, format_markdown, undecided
+
+    x = sp.Symbol("x", real=True)
+    never = Claim("my-notes", "eq4", "x is x", Form(x + 1),
+                  lambda form: undecided("cannot decide"))  # fmt: skip
+    record = audit_claim(never, mutants=True)
+    assert record["verdict"] == "inconclusive" and record["mutants"] >= 3
+    assert record["mutants_killed"] == 0
+    assert all(not o["killed"] and o["verdict"] == "inconclusive"
+               for o in record["mutant_results"])  # fmt: skip
+    line = next(line for line in format_markdown([record]).splitlines()
+                if line.startswith("- mutants killed:"))  # fmt: skip
+    assert line == (f"- mutants killed: 0 of {record['mutants']}; the check accepted no form of "
+                    "this claim, so rejecting its mutants shows nothing of it")
+    # the same mutants under a check that decides: the printed form holds, they are killed
+    deciding = Claim("my-notes", "eq4", "x + 1 is x + 1", Form(x + 1),
+                     lambda form: symbolic_equality(form.value, x + 1, [x]))  # fmt: skip
+    decided = audit_claim(deciding, mutants=True)
+    assert decided["verdict"] == "holds"
+    assert decided["mutants_killed"] == decided["mutants"] == record["mutants"]
