@@ -73,16 +73,20 @@ def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
 
 def _logged_plots(run_dirs: Sequence[str | Path]) -> list[Plot]:
     """The plot families the runs' headers record (those of quantities that are not gradlab's:
-    the Monitor writes them there), from every header of each run; what does not read as a
-    family the Monitor would accept is left out."""
+    the Monitor writes them there), from every header of each run; a family that a run's
+    headers declare more than once (a resumption with a corrected title) as its latest header
+    declares it: the quantity as it is now. What does not read as a family the Monitor would
+    accept is left out."""
     plots = []
     for run_dir in run_dirs:  # every header: a resumption may declare other families
+        latest: dict[str, Plot] = {}
         for header in jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
             recorded = header.get("plots") if isinstance(header, dict) else None
             for entry in recorded if isinstance(recorded, list) else ():
                 plot = Plot.from_header(entry)
                 if plot is not None:
-                    plots.append(plot)
+                    latest[plot.family] = plot
+        plots += latest.values()
     return plots
 
 
@@ -510,7 +514,9 @@ def plot_runs(
     The families are those gradlab's quantities declare (:data:`PLOTS`), plus those of
     ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances)
     and those the runs' headers record (the Monitor writes there the families of quantities
-    that are not gradlab's, so that they are drawn without their classes).
+    that are not gradlab's, so that they are drawn without their classes): a family a run's
+    resumption declared anew (a corrected title) as its latest header declares it, one that
+    several runs declare as the first of them does.
     ``overview=False`` leaves the overview out (a page that shows every family's own figure;
     it is the slowest figure to draw). A figure an earlier plot left in ``out`` for a family
     these logs do not hold (a run replaced with ``overwrite=True``) is removed, so the folder

@@ -331,6 +331,28 @@ def test_a_resumed_run_draws_the_families_of_every_header(tmp_path, monkeypatch)
         plt.close(figure)
 
 
+class Retitled(Spread):
+    """Spread with its family's title and legend label corrected: a resumption's."""
+
+    plots = (Plot("score_spread", "Spread of all the scores", "standard deviation",
+                  (("score_spread", "std"),), zero_based=True),)  # fmt: skip
+
+
+def test_a_family_a_resumption_declared_anew_is_drawn_as_its_latest_header_says(
+    tmp_path, monkeypatch
+):
+    # the first header's title and label were drawn, without a word, after the quantity was
+    # corrected and the run resumed
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    _run(run, steps=2, preset=None, quantities=[Retitled()], resume=True)
+    assert len(read_jsonl(run / "metrics.jsonl")[0]) == 2  # both headers
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
+    assert list(figures) == ["Spread of all the scores"]
+    (figure,) = figures.values()
+    assert [text.get_text() for text in figure.axes[0].get_legend().texts] == ["std"]
+    plt.close(figure)
+
+
 def test_a_header_family_that_is_no_safe_file_name_is_not_drawn(tmp_path):
     # a log edited by hand (or written elsewhere) named a family ../../escaped: the figure was
     # written outside --out
