@@ -927,6 +927,11 @@ def draw_family(
     if limits is not None:
         axis.set_ylim(*limits)
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
+        # 0 among the data: the margin above the values is taken over the 0..top the axis
+        # shows, not over their own spread (0.5 +- 6e-8, float32 rounding: the top was at the
+        # line, which lay on the frame)
+        axis.update_datalim([(0.0, 0.0)], updatex=False)
+        axis.autoscale_view(scalex=False)
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
     elif values and axis.get_yscale() == "linear":

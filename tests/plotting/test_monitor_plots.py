@@ -576,6 +576,21 @@ def test_a_gap_of_rounding_around_zero_is_drawn_flat_at_zero():
     plt.close("all")
 
 
+def test_a_zero_based_share_flat_but_for_float32_rounding_is_drawn_inside_the_frame():
+    # 0.5 +- 6e-8 put the axis's top at the line, on the frame, where only its markers showed;
+    # an exact 0.5 was drawn with room above it
+    share = Plot("share", "Share", "share", (("share", "share"),), zero_based=True)
+    tops = []
+    for values in ([0.5] * 6, [0.5, 0.49999997, 0.50000006, 0.49999997, 0.5, 0.50000006]):
+        axis = plt.subplots()[1]
+        draw_family(axis, "share", ["share"], _records(share=values), plots={"share": share})
+        bottom, top = axis.get_ylim()
+        assert bottom == -0.03 * top
+        tops.append(top)
+        plt.close(axis.figure)
+    assert tops[1] == pytest.approx(tops[0], rel=1e-6) and tops[0] >= 1.04 * 0.5
+
+
 def test_a_step_whose_quantity_logged_nothing_is_a_gap_not_a_line_across_it():
     # steps without anatomy keys (a miner that found no pair) were joined by a line through
     # them, which read as a value there
