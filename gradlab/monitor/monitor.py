@@ -58,7 +58,7 @@ from gradlab.monitor.distributed import (
 )
 from gradlab.monitor.quantity import GRADIENT_NEEDS, Quantity, check_values
 from gradlab.monitor.run_folder import RunFolder
-from gradlab.monitor.schedules import Schedule
+from gradlab.monitor.schedules import Schedule, recorded_schedule
 from gradlab.monitor.sinks import Sink
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import check_bool, skip_value_checks
@@ -1283,6 +1283,10 @@ class Monitor:
                for plot in q.plots]  # fmt: skip
         if own:  # the figures of the user's quantities: gradlab plot draws them from here
             run["plots"] = own
+        # each quantity's keys and the steps it is due (None: a schedule of the user's own):
+        # gradlab plot leaves a gap where a key was due and not logged, and only there
+        run["schedules"] = {q.name: {"schedule": recorded_schedule(q.schedule),
+                                     "keys": list(q.keys)} for q in self.quantities}  # fmt: skip
         if self._adapters:  # how the watched losses were read: the same numbers mean the same
             run["inputs"] = sorted({adapter.inputs for adapter in self._adapters})
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's

@@ -7,6 +7,7 @@ each reads as the call that made it.
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Callable
 
@@ -214,3 +215,64 @@ def refuse_schedule_maker(name: str, value: object) -> None:
         if value is maker:
             raise GradlabError(f"{name} must be a schedule; got the function {maker.__name__}, "
                                f"which makes one: call it ({call})")  # fmt: skip
+
+
+def recorded_schedule(schedule: object) -> str | None:
+    """``schedule`` as the run header records it (``"schedules"``): the call that makes it, for
+    gradlab's schedules, whose steps :func:`schedule_from_record` works out again; None for
+    any other callable (a function of your own, whose steps cannot be written down).
+
+    Example:
+        >>> recorded_schedule(dense_warmup(3, 5)), recorded_schedule(never)
+        ('dense_warmup(warmup=3, then_every=5)', 'never')
+        >>> recorded_schedule(lambda step: step % 3 == 0) is None
+        True
+    """
+    if type(schedule) in (Every, LogSpaced, DenseWarmup, DefaultSchedule):
+        return repr(schedule)
+    return "never" if schedule is never else None
+
+
+_RECORDED_MAKERS: dict[str, Callable[..., Schedule]] = {
+    "every": every, "log_spaced": log_spaced, "dense_warmup": dense_warmup,
+    "default_schedule": default_schedule,
+}  # fmt: skip
+"""The schedule makers whose calls :func:`recorded_schedule` writes."""
+
+
+def schedule_from_record(recorded: object) -> Schedule | None:
+    """The schedule that :func:`recorded_schedule` recorded as ``recorded``, or None when it is
+    not such a record (a header of an earlier gradlab or of another program, a damaged one).
+    Nothing is evaluated: only a call of one of gradlab's schedule makers with number
+    arguments is read.
+
+    Example:
+        >>> schedule = schedule_from_record("default_schedule(warmup=2, early_every=3, "
+        ...                                 "early=10, then_every=7)")
+        >>> [step for step in range(22) if schedule(step)]
+        [0, 1, 3, 6, 7, 9, 14, 21]
+        >>> schedule_from_record("__import__('os')"), schedule_from_record("every(0)")
+        (None, None)
+    """
+    if recorded == "never":
+        return never
+    if not isinstance(recorded, str) or len(recorded) > 200:
+        return None
+    try:
+        call = ast.parse(recorded, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and call.func.id in _RECORDED_MAKERS):  # fmt: skip
+        return None
+    given = [*call.args, *(keyword.value for keyword in call.keywords)]
+    if any(keyword.arg is None for keyword in call.keywords) or not all(
+        isinstance(value, ast.Constant) and type(value.value) in (int, float) for value in given
+    ):
+        return None
+    args = [value.value for value in call.args]
+    named = {keyword.arg: keyword.value.value for keyword in call.keywords}
+    try:
+        return _RECORDED_MAKERS[call.func.id](*args, **named)
+    except (GradlabError, TypeError):
+        return None

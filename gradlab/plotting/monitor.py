@@ -34,6 +34,7 @@ from matplotlib.transforms import Transform, offset_copy
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
+from gradlab.monitor.schedules import Schedule, schedule_from_record
 from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments, stepped_jsonl_headers
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
@@ -284,7 +285,71 @@ def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
 
 
 Run = tuple[str, list[dict]]
-"""A run to draw: its label and its records in step order."""
+"""A run to draw: its label and its records in step order (:class:`Records` when read by
+:func:`load_runs`)."""
+
+
+class Records(list):
+    """A run's records in step order (a list of dicts), with the schedules its headers record:
+    ``parts`` holds, for each header whose records the run keeps, the step its records start
+    at and ``key -> schedule`` (:func:`recorded_schedules`; None: a header that records none).
+
+    Example:
+        >>> records = Records([{"step": s, "a": 1.0} for s in range(4)],
+        ...                   [(0, {"a": schedule_from_record("every(2)")})])
+        >>> sorted(records.due_steps("a", 0, 3)), records.due_steps("b", 0, 3)
+        ([2], None)
+    """
+
+    def __init__(self, records=(), parts: Sequence[tuple[float, dict | None]] = ()) -> None:
+        super().__init__(records)
+        self.parts = list(parts)
+        self._due: dict[tuple, frozenset[int]] = {}
+
+    def due_steps(self, key: str, first: int, last: int) -> frozenset[int] | None:
+        """The steps strictly between ``first`` and ``last`` that hold a record and at which
+        ``key``'s quantity was due by the schedule its part's header records; None when a part
+        of the run in that span does not record it (a log of an earlier gradlab, a schedule of
+        the user's own): the gaps are then guessed (:func:`_gaps_where_missing`)."""
+        starts = [start for start, _ in self.parts]
+        lowest = max(bisect.bisect_right(starts, first) - 1, 0)
+        within = self.parts[lowest:bisect.bisect_right(starts, last)]
+        schedules = [known.get(key) if known is not None else None for _, known in within]
+        if not within or any(schedule is None for schedule in schedules):
+            return None
+        signature = tuple(zip((start for start, _ in within), map(id, schedules), strict=True))
+        if signature not in self._due:  # once per schedule and run, not once per key
+            part_starts = [start for start, _ in within]
+            self._due[signature] = frozenset(
+                record["step"] for record in self
+                if (index := bisect.bisect_right(part_starts, record["step"]) - 1) >= 0
+                and schedules[index](record["step"]))  # fmt: skip
+        return frozenset(step for step in self._due[signature] if first < step < last)
+
+
+def recorded_schedules(header: object) -> dict[str, Schedule | None] | None:
+    """Each logged key -> its quantity's schedule, as a run header records them
+    (``"schedules"``); None for a key whose schedule was the user's own function (its steps
+    are not recorded). None for a header that records no schedules (a log of an earlier
+    gradlab, or of another program).
+
+    Example:
+        >>> header = {"schedules": {"loss": {"schedule": "every(10)", "keys": ["loss"]},
+        ...                         "mine": {"schedule": None, "keys": ["my_a", "my_b"]}}}
+        >>> known = recorded_schedules(header)
+        >>> known["loss"](20), known["loss"](5), known["my_a"], recorded_schedules({})
+        (True, False, None, None)
+    """
+    recorded = header.get("schedules") if isinstance(header, dict) else None
+    if not isinstance(recorded, dict):
+        return None
+    known: dict[str, Schedule | None] = {}
+    for entry in recorded.values():
+        keys = entry.get("keys") if isinstance(entry, dict) else None
+        if isinstance(keys, list):
+            schedule = schedule_from_record(entry.get("schedule"))
+            known.update((key, schedule) for key in keys if isinstance(key, str))
+    return known
 
 
 def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[Run]:
@@ -309,6 +374,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
         pieces: list[list[dict]] = []
+        parts: list[list[tuple[float, dict | None]]] = []  # each piece's headers' schedules
         highest = -math.inf  # the last piece's largest step
         went_back: list[tuple[int, int]] = []  # resumptions from earlier checkpoints
         set_back: list[tuple[int, int, int]] = []  # steps going back within one run
@@ -321,18 +387,25 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             continue
         for header, records in segments:
             records = _in_step_order(records, set_back)
+            known = recorded_schedules(header)
             if pieces and header.get("resumed"):  # a resumption continues its run
-                replaced = _continue(pieces[-1], records, highest)
+                first = records[0]["step"] if records else math.inf  # every record has one
+                replaced = _continue(pieces[-1], records, highest, first)
                 went_back += [replaced] if replaced else []
+                if records:  # its schedules from its first step on, in place of any later
+                    parts[-1] = [(start, was) for start, was in parts[-1] if start < first]
+                    parts[-1].append((first, known))
             else:
                 pieces.append(list(records))
+                parts.append([(-math.inf, known)])
                 highest = -math.inf
             highest = max(highest, max((record["step"] for record in records), default=highest))
         if went_back:  # one warning for them all, at the line that called load_runs
             warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=caller_stacklevel())
         if set_back:
             warnings.warn(_set_back(log, set_back), UserWarning, stacklevel=caller_stacklevel())
-        pieces = [_with_dropped_steps(records) for records in pieces if records]
+        pieces = [Records(_with_dropped_steps(records), known)
+                  for records, known in zip(pieces, parts, strict=True) if records]
         if not pieces:  # _read_log names what it skipped
             empty.append(str(log))
             continue
@@ -372,14 +445,15 @@ NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its 
 """What a log without a logged step may be: "yet" alone read oddly of a run that ended."""
 
 
-def _continue(run: list[dict], resumed: list[dict], highest: float) -> tuple[int, int] | None:
-    """Append a resumption's records to its run, whose largest step is ``highest``. A
-    resumption that starts at a step the run had logged went back to an earlier checkpoint: its
-    records replace the run's from that step on, so the line follows the training that went on,
-    not a zig-zag; returns ``(that step, how many records it replaced)`` for the warning
-    (:func:`_went_back`), else None. One that starts after them is appended without reading the
-    run again (a run resumed a thousand times is read once, not a thousand)."""
-    first = resumed[0]["step"] if resumed else math.inf  # every record has its step
+def _continue(run: list[dict], resumed: list[dict], highest: float,
+              first: float) -> tuple[int, int] | None:  # fmt: skip
+    """Append a resumption's records, whose first step is ``first``, to its run, whose largest
+    step is ``highest``. A resumption that starts at a step the run had logged went back to an
+    earlier checkpoint: its records replace the run's from that step on, so the line follows
+    the training that went on, not a zig-zag; returns ``(that step, how many records it
+    replaced)`` for the warning (:func:`_went_back`), else None. One that starts after them is
+    appended without reading the run again (a run resumed a thousand times is read once, not a
+    thousand)."""
     if first > highest:
         run.extend(resumed)
         return None
@@ -786,13 +860,17 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
-def _gaps_where_missing(records: Sequence[dict], steps: list, values: list) -> tuple[list, list]:
-    """``steps`` and ``values`` of a key (the steps of ``records`` that hold it, ascending)
+def _gaps_where_missing(records: Sequence[dict], steps: list, values: list,
+                        key: str | None = None) -> tuple[list, list]:  # fmt: skip
+    """``steps`` and ``values`` of ``key`` (the steps of ``records`` that hold it, ascending)
     with a NaN (a gap, no cross) at each step where its quantity was due and logged nothing
-    (an empty batch, a loss call that scored nothing): a line across such a step would read
-    as a value there.
+    (an empty batch, a loss call that scored nothing, a ``compute`` that returned ``{}``): a
+    line across such a step would read as a value there.
 
-    Due is read from the key's mates, the keys in every record that holds it (its quantity's
+    Due is what the run's headers record (:class:`Records`, :func:`recorded_schedules`): a
+    step with a record at which the key's own quantity's schedule logs. Where they record no
+    schedule of it (a log of an earlier gradlab; a schedule of the user's own), due is guessed
+    from the key's mates, the keys in every record that holds it (its quantity's
     other keys, the keys of quantities on the same schedule): a step where a mate is logged and
     the key is not was due. It is a gap when the key's own steps around it are further apart
     than their neighbours (a key on a schedule of its own, ``every(2)`` beside a loss logged
@@ -803,8 +881,13 @@ def _gaps_where_missing(records: Sequence[dict], steps: list, values: list) -> t
     if len(steps) < 2:
         return steps, values
     span = [r for r in records if steps[0] <= r["step"] <= steps[-1]]
-    if len(span) == len(steps):
+    if len(span) == len(steps):  # no step of its span without it: no schedule to ask
         return steps, values
+    due = (records.due_steps(key, steps[0], steps[-1])
+           if isinstance(records, Records) and key is not None else None)  # fmt: skip
+    if due is not None:
+        gaps = due.difference(steps)
+        return _with_gaps(steps, values, gaps) if gaps else (steps, values)
     present = set(steps)
     holders = [r for r in span if r["step"] in present]
     mates = set(holders[0]).intersection(*holders[1:])  # the key itself among them
@@ -826,8 +909,13 @@ def _gaps_where_missing(records: Sequence[dict], steps: list, values: list) -> t
             gaps.add(step)
     if not gaps:
         return steps, values
+    return _with_gaps(steps, values, gaps)
+
+
+def _with_gaps(steps: list, values: list, gaps: set) -> tuple[list, list]:
+    """``steps`` and ``values`` with a NaN at each of ``gaps`` (steps that ``steps`` lacks)."""
     logged = dict(zip(steps, values, strict=True))
-    steps = sorted(present | gaps)
+    steps = sorted({*steps, *gaps})
     return steps, [logged.get(step, math.nan) for step in steps]
 
 
@@ -900,7 +988,7 @@ def draw_family(
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if _drawable(value) else math.nan for _, value in points]
                 steps = [step for step, _ in points]
-                steps, values = _gaps_where_missing(records, steps, values)
+                steps, values = _gaps_where_missing(records, steps, values, key)
                 group = (math.ceil(len(points) / max_points)
                          if max_points is not None and len(points) > max_points else 0)  # fmt: skip
                 style = _line_style(run_index, key_index, several,

@@ -1,5 +1,6 @@
 """Schedule constructors refuse values that would hang, be silently wrong, or never log."""
 
+import json
 import math
 import pickle
 
@@ -113,6 +114,25 @@ def test_every_schedule_survives_a_pickle_round_trip(make, first):
     assert _logged(copy) == _logged(schedule)
     assert all(type(copy(step)) is bool for step in range(50))
     assert repr(copy) == repr(schedule)
+
+
+@pytest.mark.parametrize(("make", "first"), PROVIDED)
+def test_every_schedule_gradlab_provides_is_recorded_and_read_back_from_the_header(make, first):
+    """gradlab plot reads each quantity's due steps from the run header's record of it."""
+    schedule = make()
+    recorded = schedules.recorded_schedule(schedule)
+    remade = schedules.schedule_from_record(json.loads(json.dumps(recorded)))
+    assert _logged(remade) == _logged(schedule) and _logged(remade)[:8] == first
+
+
+@pytest.mark.parametrize("recorded", [
+    None, 5, "", "every", "every(5", "every(n=5)(1)", "print(5)", "every(5, **{})",
+    "every('5')", "every(True)", "every(-1)", "log_spaced(1.0)", "every(5)" + " " * 300,
+])  # fmt: skip
+def test_a_record_that_is_no_schedule_gradlab_wrote_is_read_as_none(recorded):
+    # a header edited by hand, or written by another program: its gaps are guessed instead
+    assert schedules.schedule_from_record(recorded) is None
+    assert schedules.recorded_schedule(lambda step: True) is None
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from matplotlib.colors import to_rgb
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor, NTXentLoss
 from gradlab.cli import main
-from gradlab.monitor import Plot, Quantity, every, read_jsonl
+from gradlab.monitor import Loss, Plot, Quantity, default_schedule, every, read_jsonl
 from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, hidden_series, layout_problems
 from tests.helpers.home import home_and_work
@@ -1040,6 +1040,83 @@ def test_a_gap_is_a_wider_interval_than_its_neighbours(logged, gaps):
     assert {step for step, value in drawn.items() if math.isnan(value)} == gaps
     assert set(drawn) == set(logged) | gaps
     plt.close("all")
+
+
+class EveryOtherCall(Quantity):
+    """A quantity of one's own whose ``compute`` has nothing to log ({}) at every other call."""
+
+    name = "every_other_call"
+    needs = frozenset({"scores"})
+    keys = ("every_other_call",)
+    plots = (Plot("every_other_call", "Logged at every other call", "calls",
+                  (("every_other_call", "calls"),)),)  # fmt: skip
+
+    def __init__(self, schedule=None):
+        super().__init__(schedule)
+        self.calls = 0
+
+    def compute(self, batch):
+        self.calls += 1
+        return {"every_other_call": float(self.calls)} if self.calls % 2 else {}
+
+
+def _drawn(run, family, key):
+    """The run's line of ``key`` as drawn: step -> value (NaN: a gap)."""
+    axis = plt.subplots()[1]
+    own = {plot.family: plot for plot in (*Spread.plots, *EveryOtherCall.plots)}
+    draw_family(axis, family, [key], load_runs([run]), plots={**monitor_plots.PLOTS, **own})
+    (line,) = axis.get_lines()
+    drawn = dict(zip(line.get_xdata().tolist(), line.get_ydata().tolist(), strict=True))
+    plt.close(axis.figure)
+    return drawn
+
+
+def test_a_key_on_a_sparser_schedule_than_anothers_is_one_line(tmp_path):
+    # the loss on the default schedule (each step to 10, then every 10th) beside a quantity
+    # logged every step: its line had a gap from 10 to 20 and none after (20, 30, 40 were
+    # evenly spaced), as if steps 11-19 were due; the header now says when each one is due
+    run = tmp_path / "run"
+    with Monitor(run, quantities=[Loss(default_schedule()), Spread(every(1))]) as monitor:
+        train(monitor, steps=45)
+    schedules = read_jsonl(run / "metrics.jsonl")[0][0]["schedules"]
+    assert schedules == {"loss": {"schedule": repr(default_schedule()), "keys": ["loss"]},
+                         "score_spread": {"schedule": "every(1)", "keys": ["score_spread"]}}
+    drawn = _drawn(run, "loss", "loss")
+    assert list(drawn) == [*range(11), 20, 30, 40]
+    assert not any(math.isnan(value) for value in drawn.values())
+
+
+def test_each_part_of_a_resumed_run_is_due_on_its_own_headers_schedules(tmp_path):
+    # resumed with the loss every 5th step instead of every step: 12-14 and 16-19 were gaps
+    run = tmp_path / "run"
+    with Monitor(run, quantities=[Loss(every(1)), Spread(every(1))]) as monitor:
+        train(monitor, steps=12)
+    with Monitor(run, quantities=[Loss(every(5)), Spread(every(1))], resume=True) as monitor:
+        train(monitor, steps=9)
+    drawn = _drawn(run, "loss", "loss")
+    assert list(drawn) == [*range(12), 15, 20]
+    assert not any(math.isnan(value) for value in drawn.values())
+
+
+def test_a_quantity_that_logged_nothing_at_a_due_step_leaves_a_gap_there(tmp_path):
+    # a compute that returns {} at every other step, due at each like the loss beside it: its
+    # steps 0, 2, 4, 6 were evenly spaced, read as a schedule of their own, and joined
+    run = tmp_path / "run"
+    with Monitor(run, quantities=[Loss(every(1)), EveryOtherCall(every(1))]) as monitor:
+        train(monitor, steps=7)
+    drawn = _drawn(run, "every_other_call", "every_other_call")
+    assert list(drawn) == list(range(7))
+    assert [math.isnan(value) for value in drawn.values()] == [s % 2 == 1 for s in range(7)]
+
+
+def test_a_schedule_of_ones_own_is_not_recorded_and_its_gaps_are_guessed(tmp_path):
+    # a function's steps cannot be written down: its keys' gaps are read from the other keys
+    run = tmp_path / "run"
+    with Monitor(run, quantities=[Loss(lambda step: step % 3 == 0), Spread(every(1))]) as m:
+        train(m, steps=10)
+    assert read_jsonl(run / "metrics.jsonl")[0][0]["schedules"]["loss"]["schedule"] is None
+    drawn = _drawn(run, "loss", "loss")  # evenly spaced: a schedule of its own, one line
+    assert list(drawn) == [0, 3, 6, 9] and not any(map(math.isnan, drawn.values()))
 
 
 def test_large_step_numbers_are_written_out_not_offset():
