@@ -11,7 +11,9 @@ applies to it, and the claim says so in its ``inapplicable`` reasons.
 
 The operators, in the order :func:`generate` applies them (:data:`OPERATORS`):
 
-- ``sign``: the sign of the whole value, of one term of a sum, or of one side of a relation.
+- ``sign``: the sign of the whole value, of one term of a sum (not inside a ``Sum`` /
+  ``Product`` / ``Integral``'s limits: a bound's slips are ``shift``'s), or of one side of a
+  relation.
 - ``shift``: strict <-> non-strict for a relation; a ``Sum`` / ``Product`` bound, an integer
   symbol (an index) or an integer constant shifted by 1.
 - ``factor``: one factor of a product dropped (numbers first); the value multiplied by 2.
@@ -83,6 +85,19 @@ Path = tuple  # keys / indices from the value's root to a node
 
 
 # --- walking a value: every node with its path, and rebuilding with one node replaced ---------
+
+
+def _in_limits(value: Any, path: Path) -> bool:
+    """Whether the node at ``path`` lies in the limits of a ``Sum``, ``Product`` or
+    ``Integral`` (past its first argument): a term's sign flipped there reverses the bounds,
+    which SymPy reads as minus the sum over the gap (a slip no one makes; the ``shift``
+    operator moves bounds)."""
+    node = value
+    for step in path:
+        if isinstance(node, ExprWithLimits) and step != 0:
+            return True
+        node = dict(_children(node))[step]
+    return False
 
 
 def _children(node: Any) -> list[tuple[Any, Any]]:
@@ -199,7 +214,7 @@ def _sign_candidates(value: Any) -> Candidates:
                 if node.args[side] != 0:
                     flipped = node.func(*(-a if i == side else a for i, a in enumerate(node.args)))
                     yield f"sign of the {name} side flipped{where}", _rebuilt(value, path, flipped)
-        if isinstance(node, sp.Add):
+        if isinstance(node, sp.Add) and not _in_limits(value, path):
             for index, term in enumerate(node.args):
                 terms = [-t if i == index else t for i, t in enumerate(node.args)]
                 yield (f"sign of term {_short(term)} flipped{where}",

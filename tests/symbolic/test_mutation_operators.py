@@ -521,3 +521,16 @@ def test_generate_drops_a_mutant_equal_to_the_form_even_when_its_text_differs():
 
 def test_the_default_reason_for_code_names_a_pseudocode_string():
     assert inapplicable_to_code() == dict.fromkeys(OPERATORS, "pseudocode string: no SymPy tree")
+
+
+def test_no_sign_is_flipped_inside_a_sums_limits_where_shift_moves_the_bounds():
+    # Sum(k, (k, 1, n - 1)) gave "sign of term n flipped", Sum(k, (k, 1, -n - 1)): reversed
+    # bounds, which SymPy reads as minus the sum over the gap, so it "held" against
+    # n (n + 1) / 2 and was listed as a candidate correction of a failing form
+    k, n = sp.symbols("k n", integer=True, positive=True)
+    form = Form(sp.Sum(k, (k, 1, n - 1)) + n)
+    flipped = [mutant.value for mutant in sign(form)]
+    assert all(isinstance(arg, sp.Sum) is False or arg.limits == ((k, 1, n - 1),)
+               for value in flipped for arg in sp.Add.make_args(value))  # fmt: skip
+    assert -sp.Sum(k, (k, 1, n - 1)) + n in flipped  # the sum's own sign, outside its limits
+    assert any(mutant.value.has(sp.Sum(k, (k, 1, n))) for mutant in shift(form))  # a bound moved
