@@ -15,6 +15,7 @@ import torch
 
 from gradlab.equivalence import GradientProbe, PairedBatch, cosine_scores, positive_mask
 from gradlab.errors import GradlabError
+from tests.helpers.refusals import wide_unsigned_refusal
 
 INPUTS = ("query_inputs", "candidate_inputs")
 
@@ -352,26 +353,19 @@ def test_embeddings_need_one_row_index_per_row(side):
     assert str(error.value) == f"rows must give one index per row of {side} (3); got 2"
 
 
-def _wide_unsigned_refusal(name, dtype):
-    width = str(dtype).removeprefix("torch.")
-    return (f"{name} must have a signed integer dtype or uint8; got {dtype} (torch implements "
-            f"few operations for {width}: no ordering comparison, search, bincount or "
-            f"indexing); pass {name}.long()")  # fmt: skip
-
-
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
 def test_labels_and_indices_wider_than_a_byte_and_unsigned_are_refused(dtype):
     # the package's rule for integer tensors: torch cannot index with them, nor take their
     # min (the probe's index check ended in torch's "min_all" error)
-    assert_refused(_wide_unsigned_refusal("labels", dtype),
+    assert_refused(wide_unsigned_refusal("labels", dtype),
                    labels=(torch.arange(4) // 2).to(dtype))  # fmt: skip
-    assert_refused(_wide_unsigned_refusal("rows", dtype), rows=torch.arange(4).to(dtype), size=4)
-    assert_refused(_wide_unsigned_refusal("memory_labels", dtype),
+    assert_refused(wide_unsigned_refusal("rows", dtype), rows=torch.arange(4).to(dtype), size=4)
+    assert_refused(wide_unsigned_refusal("memory_labels", dtype),
                    **{**memory_fields(), "memory_labels": torch.arange(3).to(dtype)})  # fmt: skip
     probe = GradientProbe(size=4, columns=4, embedding_size=2)
     with pytest.raises(GradlabError) as error:
         probe.queries(torch.ones(2, 2, requires_grad=True), torch.tensor([3, 1]).to(dtype))
-    assert str(error.value) == _wide_unsigned_refusal("rows", dtype)
+    assert str(error.value) == wide_unsigned_refusal("rows", dtype)
 
 
 def test_embedding_rows_must_be_global_indices_of_the_batch():

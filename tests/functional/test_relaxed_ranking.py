@@ -22,6 +22,7 @@ from gradlab.functional import (
 )
 from gradlab.validation import skip_value_checks
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.refusals import wide_unsigned_refusal
 from tests.reference.relaxed_ranking_loops import relaxed_ap, relaxed_dcg
 from tests.reference.tie_aware_loops import dcg, expected_over_ties
 
@@ -363,20 +364,13 @@ def test_minibatch_labels_must_be_integers():
         minibatch_objective_terms(torch.ones(3, 2), torch.zeros(3))
 
 
-def _wide_unsigned_refusal(name, dtype):
-    width = str(dtype).removeprefix("torch.")
-    return (f"{name} must have a signed integer dtype or uint8; got {dtype} (torch implements "
-            f"few operations for {width}: no ordering comparison, search, bincount or "
-            f"indexing); pass {name}.long()")  # fmt: skip
-
-
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
 def test_soft_histogram_refuses_levels_wider_than_a_byte_before_any_work(dtype):
     # torch has no "<" for them: the level check ended in torch's "lt_cpu" error
     levels = torch.tensor([[0, 1, 1]], dtype=dtype)
     with pytest.raises(GradlabError) as raised:
         soft_histogram(torch.tensor([[0.5, 1.25, 2.0]]), levels, 4, 2)
-    assert str(raised.value) == _wide_unsigned_refusal("levels", dtype)
+    assert str(raised.value) == wide_unsigned_refusal("levels", dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
@@ -385,7 +379,7 @@ def test_minibatch_labels_follow_the_package_rule_for_unsigned_labels(function, 
     labels = torch.tensor([0, 0, 1], dtype=dtype)
     with pytest.raises(GradlabError) as raised:
         function(torch.ones(3, 2), labels)
-    assert str(raised.value) == _wide_unsigned_refusal("labels", dtype)
+    assert str(raised.value) == wide_unsigned_refusal("labels", dtype)
 
 
 def test_byte_levels_count_as_int64_levels_do():
