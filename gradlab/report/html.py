@@ -70,6 +70,15 @@ _FLANKED = r"[^*\s](?:[^*]*[^*\s])?"
 
 def _inline(text: str) -> str:
     text = html.escape(text, quote=False)
+    # a code span is literal: set aside before any other markup reads it (the asterisks of a
+    # formula such as (1 + x)*f(x)/(tau*(1 + y)) made emphasis and vanished)
+    spans: list[str] = []
+
+    def set_aside(match: re.Match) -> str:
+        spans.append(match.group(1))
+        return f"\x00{len(spans) - 1}\x00"
+
+    text = re.sub(r"`([^`]+)`", set_aside, text)
     text = re.sub(rf"&lt;(/?)({'|'.join(INLINE_TAGS)})&gt;", r"<\1\2>", text)
     text = re.sub(
         r"\[([^\]]+)\]\((#[\w-]+|https?://[^)\s]+)\)",
@@ -77,10 +86,10 @@ def _inline(text: str) -> str:
         lambda m: f'<a href="{html.escape(html.unescape(m.group(2)))}">{m.group(1)}</a>',
         text,
     )
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
     # CommonMark's flanking rule: no space just inside the asterisks, so 2 * 3 * 4 stays text
     text = re.sub(rf"\*\*({_FLANKED})\*\*", r"<strong>\1</strong>", text)
-    return re.sub(rf"(?<![\w*])\*({_FLANKED})\*(?![\w*])", r"<em>\1</em>", text)
+    text = re.sub(rf"(?<![\w*])\*({_FLANKED})\*(?![\w*])", r"<em>\1</em>", text)
+    return re.sub(r"\x00(\d+)\x00", lambda m: f"<code>{spans[int(m.group(1))]}</code>", text)
 
 
 def _figure(number: int, caption: str, source: str, root: Path) -> str:

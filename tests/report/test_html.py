@@ -167,6 +167,18 @@ def test_asterisks_with_space_inside_are_text_not_emphasis(tmp_path, text, shown
     (paragraph,) = re.findall(r"<p>(.*?)</p>", _page(tmp_path, "# T\n\n" + text))
     assert paragraph == shown
 
+def test_a_code_span_is_literal_whatever_asterisks_links_or_tags_it_holds(tmp_path):
+    # the audit's formulas lost their multiplications in the HTML report: the asterisks of
+    # `...)))*Derivative(f(x), x)/(tau*(1 + ...` were read as emphasis inside the code span
+    formula = "exp(x)/(1 + exp(x)))*Derivative(f(x), x)/(tau*(1 + exp(-x)))"
+    text = (f"See `{formula}`, `**not bold**`, `[not](#a-link)` and `<em>x</em>`; "
+            "then *em* and [a link](#a).")
+    (paragraph,) = re.findall(r"<p>(.*?)</p>", _page(tmp_path, "# T\n\n" + text))
+    assert paragraph == (f"See <code>{formula}</code>, <code>**not bold**</code>, "
+                         "<code>[not](#a-link)</code> and <code>&lt;em&gt;x&lt;/em&gt;</code>; "
+                         'then <em>em</em> and <a href="#a">a link</a>.')
+
+
 def test_headings_of_every_level_get_anchors_and_only_level_two_is_listed(tmp_path):
     page = _page(tmp_path, "# Top\n\n## A b\n\n### Sub `x`\n\n###### Six\n\n####### Seven\n\n## C")
     assert re.findall(r"<h(\d) id=\"([\w-]+)\">(.*?)</h\d>", page) == [
