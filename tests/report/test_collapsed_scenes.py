@@ -88,7 +88,8 @@ def test_the_runs_listed_apart_are_worded_in_full():
                  "0.4))), so that at most 75 % of their pairs are farther apart than cosine 0.8 "
                  "(squared distance 0.4): the embeddings of that modality nearly coincide")
     assert scenes_apart_text(summary) == (
-        "Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x "
+        "Listed apart, not ranked, as they did not train both ways here (mean R@1 not at "
+        "least 2 x "
         "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): A with "
         "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image); A with L4 (R@1 0.0020 "
         "image -> caption, 0.0010 caption -> image, its captions also collapsed (uniformity "
@@ -136,12 +137,12 @@ def test_a_run_below_chance_whose_embeddings_collapsed_is_listed_as_untrained_an
     assert set(numbers["collapsed"]) == {"images", "captions"}
     assert summary["best_rsum"]["VSRN"] == {"loss": "NT-Xent", "tied": []}
     text = scenes_apart_text(summary)
-    assert text.startswith("Listed apart, not ranked, as they did not train here")
+    assert text.startswith("Listed apart, not ranked, as they did not train both ways here")
     assert "its images and captions also collapsed (uniformity images " in text
     assert f"above the collapse threshold {digit_scenes.collapse_uniformity():.3f})" in text
     # the geometry sentence names the reason it is apart
     geometry = geometry_text(results).splitlines()[-1]
-    assert "not compared: VSE++ max-violation (did not train; collapsed)" in geometry
+    assert "not compared: VSE++ max-violation (did not train both ways; collapsed)" in geometry
     assert "as their embeddings collapsed" not in text
     # the ranked loss is not said to be the only one "whose embeddings did not collapse":
     # the other one is apart for being below chance

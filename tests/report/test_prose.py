@@ -407,13 +407,15 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
         "C: no loss above 2 x chance R@1 both ways, so its losses are not ranked.",
         f"D: highest rsum with x ({_cell([100.0, 100.0], 1)}), ahead of the other compared "
         "losses by more than the seed spread.",
-        "Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x chance "
+        "Listed apart, not ranked, as they did not train both ways here (mean R@1 not at least 2 "
+        "x chance "
         "R@1 both ways; chance 0.0020 image -> caption, 0.0025 caption -> image): B with gone "
         "(R@1 0.0005 image -> caption, 0.0000 caption -> image, training loss fell from 2.000 to "
-        "1.500); C with x (R@1 0.7500 image -> caption, 0.0010 caption -> image).",
+        "1.500); C with x (R@1 0.7500 image -> caption, 0.0010 caption -> image, below the gate "
+        "caption -> image only).",
         "This compares losses on miniatures (a frozen digit backbone, 30 steps, 2 seeds, every "
-        "loss at its paper's setting); a loss listed apart did not train in this setup, so the "
-        "comparison says nothing about it, and none of it shows how the losses rank on "
+        "loss at its paper's setting); a loss listed apart did not train both ways in this setup, "
+        "so the comparison says nothing about it, and none of it shows how the losses rank on "
         "Flickr30k or MS-COCO with pre-trained encoders and full training.",
     ]
     assert prose.scenes_text(results, summary) == " ".join(expected)
@@ -542,7 +544,7 @@ def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
     assert lines[-1] == (
         f"VSRN at step 12: the highest effective rank under b for the images ({_cell([0.5, 0.6])}"
         f"; within its seed spread: a, d) and under a for the captions ({_cell([0.9, 0.9])}) "
-        "(listed apart, not compared: c (did not train), e (collapsed))."
+        "(listed apart, not compared: c (did not train both ways), e (collapsed))."
     )
 
 
