@@ -125,7 +125,7 @@ def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     except Exception as error:
         raise GradlabError(f"quantity {quantity.name!r}: its not_applicable() raised "
                            f"{type(error).__name__}: {error}") from error  # fmt: skip
-    if said is not None and not isinstance(said, str):
+    if said and not isinstance(said, str):  # False, like None and "", says it can
         raise GradlabError(f"quantity {quantity.name!r}: not_applicable() must return a str "
                            f"(why the watched loss cannot serve it) or None (it can); got "
                            f"{said!r}")  # fmt: skip
@@ -1096,13 +1096,13 @@ class Monitor:
         for quantity, _ in computed:  # what a quantity says of its numbers, once per run
             try:
                 said = quantity.said_of_logged(record, batch)
-                if said is not None and not isinstance(said, str):
+                if said and not isinstance(said, str):  # False, like None: nothing to say
                     raise GradlabError(f"said_of_logged must return a str or None; got "
                                        f"{said!r}")  # fmt: skip
             except Exception as error:  # its values are written; later steps leave it out
                 self._fail(quantity, error, "said_of_logged()", step)
                 continue
-            if said is not None and quantity.name not in self._said:
+            if said and quantity.name not in self._said:
                 self._said.add(quantity.name)
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
@@ -1240,13 +1240,13 @@ class Monitor:
 
     def _fail(self, quantity: Quantity, error: Exception, method: str, step: int) -> None:
         """``quantity``'s ``method`` raised at ``step``: with ``strict=True`` a GradlabError
-        naming the quantity, the method and the step (the error chained; gradlab's own
-        refusal as it is); else the quantity is disabled, with a warning (:meth:`_disable`)."""
-        if self.strict and isinstance(error, GradlabError):  # it says what it refuses
-            raise error
+        naming the quantity, the method and the step (the error chained); else the quantity is
+        disabled, with a warning (:meth:`_disable`)."""
         if self.strict:
+            said = str(error) if isinstance(error, GradlabError) else (
+                f"{type(error).__name__}: {error}")  # gradlab's own refusal: its words alone
             raise GradlabError(f"quantity {quantity.name!r} raised in {method} at step {step}: "
-                               f"{type(error).__name__}: {error}") from error
+                               f"{said}") from error
         self._disable(quantity, error, method=method, step=step)
 
     def _disable(self, quantity: Quantity, error: Exception, returned: bool = False,
@@ -1257,7 +1257,8 @@ class Monitor:
         where = f" in {method}" if method else ""
         if returned or isinstance(error, GradlabError):
             message = str(error)  # it says what it refuses
-            said = f"is disabled: {message} (strict=True raises instead)"
+            refused = f", refused{where}" if method else ""
+            said = f"is disabled{refused}: {message} (strict=True raises instead)"
         else:
             message = "".join(traceback.format_exception(error))
             said = f"raised{where} and is disabled (strict=True raises instead):\n{message}"

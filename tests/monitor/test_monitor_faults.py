@@ -493,8 +493,9 @@ def test_a_hook_that_raises_disables_its_quantity_alone_and_names_it(tmp_path, f
 
 def test_said_of_logged_returning_no_text_disables_its_quantity(tmp_path):
     records, said, _ = _train_own(tmp_path, _Own(every(1), fails="said_a_number"))
-    assert said == ["gradlab.Monitor: step 0: quantity 'own' is disabled: said_of_logged must "
-                    "return a str or None; got 7 (strict=True raises instead)"]
+    assert said == ["gradlab.Monitor: step 0: quantity 'own' is disabled, refused in "
+                    "said_of_logged(): said_of_logged must return a str or None; got 7 "
+                    "(strict=True raises instead)"]
     assert [sorted(r) for r in records] == [["loss", "own_mean", "step"], ["loss", "step"],
                                             ["loss", "step"]]  # fmt: skip
 
@@ -517,6 +518,21 @@ def test_not_applicable_other_than_a_reason_or_none_is_refused_at_watch(tmp_path
         with pytest.raises(GradlabError) as refused:
             m.watch(gradlab.SmoothAPLoss(0.1))
     assert str(refused.value) == message
+
+
+def test_false_from_not_applicable_and_said_of_logged_says_nothing(tmp_path):
+    # False reads as "it applies" / "nothing to say", as None does: refused, it broke a
+    # quantity that worked before
+    class Modest(_Own):
+        def not_applicable(self, loss):
+            return False
+
+        def said_of_logged(self, logged, batch):
+            return False
+
+    records, said, monitor = _train_own(tmp_path, Modest(every(1)))
+    assert said == [] and monitor.disabled == {} and monitor.not_logged == {}
+    assert all("own_mean" in r for r in records)
 
 
 def test_a_quantity_needing_the_embeddings_gradient_is_not_computed_without_it(tmp_path):

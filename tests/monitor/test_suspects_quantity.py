@@ -345,11 +345,13 @@ def test_a_hashes_source_that_returns_no_tensor_is_said_in_one_sentence(tmp_path
             loss_fn(scores, torch.eye(3, dtype=torch.bool)).backward()
             run.step()
     assert [str(w.message) for w in caught] == [
-        "gradlab.Monitor: step 0: quantity 'suspects' is disabled: hashes() must return the "
-        "current batch's hashes as a tensor, a pair (query hashes, candidate hashes) of tensors or "
+        "gradlab.Monitor: step 0: quantity 'suspects' is disabled, refused in compute(): "
+        "hashes() must return the current batch's hashes as a tensor, a pair (query hashes, "
+        "candidate hashes) of tensors or "
         f"None; got {got} (gradlab.functional.content_hashes(texts) makes them of the raw "
         "texts) (strict=True raises instead)"]
-    with pytest.raises(GradlabError, match=r"^labels\(\) must return the current batch's "
+    with pytest.raises(GradlabError, match=r"^quantity 'suspects' raised in compute\(\) at step "
+                       r"0: labels\(\) must return the current batch's "
                                            r"labels as a tensor, .* got list$"):
         with Monitor(tmp_path / "strict", strict=True,
                      quantities=[Suspects(every(1), labels=lambda: [0, 1, 0])]) as run:
