@@ -15,6 +15,7 @@ gradient.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -420,7 +421,8 @@ class EquivalenceResult:
         atol: absolute tolerance used.
         rtol: relative tolerance used (times ``max|reference|``).
         reference_loss: the reference's loss value; ``None`` when its step returned none.
-        candidate_loss: the candidate's loss value (averaged over processes); ``None`` when
+        candidate_loss: the candidate's loss value (averaged over processes, or summed for a
+            step whose processes' losses add up, ``process_losses_add_up``); ``None`` when
             its step returned none.
         quantities: one :class:`QuantityComparison` per entry of :data:`QUANTITIES`.
         class_size: the number of items every class of the compared batch holds, when they
@@ -686,6 +688,10 @@ def compare_gradients(
         candidate_grads = run_step(candidate, model, batch)
     else:
         (candidate_grads,) = run_distributed([candidate], model, batch, world_size, timeout)
+        if getattr(candidate, "process_losses_add_up", False) is True and (
+                candidate_grads.loss is not None):  # averaged by the run: the whole is the sum
+            candidate_grads = dataclasses.replace(candidate_grads,
+                                                  loss=candidate_grads.loss * world_size)
     loss = getattr(reference, "loss", None)
     loss_name = score_objective(loss).name if loss is not None else ""
     result = compare(

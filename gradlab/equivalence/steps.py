@@ -312,6 +312,10 @@ class AllGather(Step):
             >>> step.known_difference.split(": ")[0]
             "a local loss without the gathers' gradient"
         """
+        if self.loss_scale is not None:  # first: a factor by hand decides every variant
+            return (f"loss_scale={self.loss_scale!r} given by hand: loss_scale=None picks "
+                    "the factor that makes the processes' average the whole-batch "
+                    "gradient")  # fmt: skip
         if self.local_loss and not self.gradient:
             return ("a local loss without the gathers' gradient: a candidate receives gradient "
                     "only from its own process's queries")  # fmt: skip
@@ -320,11 +324,20 @@ class AllGather(Step):
                     "only when every process holds as many of them (queries with a positive for "
                     "Smooth-AP and NT-Xent, positive pairs for max-violation, queries for "
                     "SigLIP)")  # fmt: skip
-        if self.loss_scale is not None:
-            return (f"loss_scale={self.loss_scale!r} given by hand: loss_scale=None picks "
-                    "the factor that makes the processes' average the whole-batch "
-                    "gradient")  # fmt: skip
         return None
+
+    @property
+    def process_losses_add_up(self) -> bool:
+        """Whether the processes' losses add up to the whole batch's (a local loss reduced by
+        a sum: each process holds its part), rather than each being a whole-batch value.
+
+        Example:
+            >>> import gradlab
+            >>> step = AllGather(gradlab.NTXentLoss(reduction="sum"), local_loss=True)
+            >>> step.process_losses_add_up
+            True
+        """
+        return self.local_loss and score_objective(self.loss).reduction == "sum"
 
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Encode the shard, gather, compute this process's loss and back-propagate it."""
