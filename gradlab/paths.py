@@ -55,23 +55,31 @@ def _as_path(path: object, argument: str, kind: str) -> Path:
 
 NAME_BYTES = 255
 """The longest file or folder name common file systems take (Linux's ``NAME_MAX``)."""
+PATH_BYTES = 4096
+"""The longest path Linux takes (``PATH_MAX``, its terminating zero included)."""
 
 
 def _refuse_long_names(path: Path, argument: str) -> None:
     """Refuse a path whose name, or one of its folders' names, is longer than the file system
-    takes (``NAME_MAX``, 255 bytes on Linux): the write would fail after the work."""
-    try:
-        os.lstat(path)
-    except OSError as error:
-        if error.errno == errno.ENAMETOOLONG:
-            longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
-            size = len(os.fsencode(longest))
-            what = (f"a name of {size} bytes ({longest[:40]!r}...)" if size > NAME_BYTES
-                    else f"a path of {len(os.fsencode(str(path)))} bytes")  # fmt: skip
-            raise GradlabError(
-                f"{argument} must be a path the file system takes; got {what}, longer than it "
-                "allows"
-            ) from error
+    takes (:data:`NAME_BYTES`), or that is longer than a path may be (:data:`PATH_BYTES`, or
+    what the system says when it looks the path up): the write would fail after the work.
+    Counted from the path itself, so a folder that does not exist yet is counted too."""
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)), default="")
+    size = len(os.fsencode(longest))
+    whole = len(os.fsencode(os.path.abspath(path)))
+    too_long = size > NAME_BYTES or whole >= PATH_BYTES
+    if not too_long:
+        try:
+            os.lstat(path)
+        except OSError as error:  # a file system of its own limits
+            too_long = error.errno == errno.ENAMETOOLONG
+    if too_long:
+        what = (f"a name of {size} bytes ({longest[:40]!r}...)" if size > NAME_BYTES
+                else f"a path of {whole} bytes")  # fmt: skip
+        raise GradlabError(
+            f"{argument} must be a path the file system takes; got {what}, longer than it "
+            "allows"
+        )
 
 
 def _writable_folder(folder: Path) -> bool:

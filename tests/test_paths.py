@@ -273,3 +273,6 @@ def test_names_and_paths_longer_than_the_file_system_takes_are_refused(tmp_path,
                                   f"{len(os.fsencode(str(deep)))} bytes, longer than it allows")
     assert list(tmp_path.iterdir()) == []
     assert check(tmp_path / ("a" * 255), argument="log_dir").name == "a" * 255  # at the limit
+    # under a folder that does not exist yet: the system answered "no such folder" first
+    with pytest.raises(GradlabError, match="got a name of 300 bytes"):
+        check(tmp_path / "new" / ("a" * 300) / "x", argument="log_dir")
