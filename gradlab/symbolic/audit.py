@@ -479,8 +479,9 @@ def _candidates(record: dict) -> str:
     check that accepted no form (every verdict fails or inconclusive), why it kills no
     mutant."""
     if (record.get("mutants") and not record.get("mutants_killed")
-            and record.get("verdict") in ("fails", "inconclusive")
-            and not any(o["verdict"] == "holds" for o in record.get("mutant_results", ()))):
+            and record.get("verdict") in ("fails", "inconclusive", "not-reproduced")
+            and not any(o["verdict"] in ("holds", "reproduced")
+                        for o in record.get("mutant_results", ()))):  # fmt: skip
         return ("; the check accepted no form of this claim, so rejecting its mutants shows "
                 "nothing of it")  # fmt: skip
     if record.get("verdict") != "fails" or record.get("mutated_form") != "printed":

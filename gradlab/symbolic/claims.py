@@ -551,7 +551,7 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         # (the one it mutates, or a mutant: a candidate correction); a check that says no to
         # everything, or decides nothing, kills nothing
         if not (verdict.verdict in (_HOLDS, _CORRECTED, _REPRODUCED)
-                or any(o["verdict"] == _HOLDS for o in outcomes)):  # fmt: skip
+                or any(o["verdict"] in (_HOLDS, _REPRODUCED) for o in outcomes)):  # fmt: skip
             for outcome in outcomes:
                 outcome["killed"] = False
         record["mutated_form"] = "printed" if accepted is claim.printed else "correction"

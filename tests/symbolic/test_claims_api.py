@@ -826,3 +826,30 @@ def test_a_check_that_decides_no_form_kills_no_mutant_and_the_report_says_why():
     decided = audit_claim(deciding, mutants=True)
     assert decided["verdict"] == "holds"
     assert decided["mutants_killed"] == decided["mutants"] == record["mutants"]
+
+
+def test_an_empirical_check_that_reproduces_a_mutant_kills_the_others():
+    # a not-reproduced printed form whose slip 2m is reproduced: the check tells forms apart,
+    # so its rejections count (they were all set to not killed); with none reproduced, none do
+    import sympy as sp
+
+    from gradlab.symbolic import Claim, Form, Verdict, audit_claim, format_markdown
+
+    m = sp.Symbol("m", positive=True)
+
+    def doubles(form):
+        same = sp.simplify(form.value - 2 * m) == 0
+        return Verdict("reproduced" if same else "not-reproduced", f"value {form.value}")
+
+    claim = Claim("my-notes", "claim-x", "P doubles", Form(3 * m, lhs="P"), doubles,
+                  mutants=(Form(2 * m, lhs="P", name="slip: 2m"),))  # fmt: skip
+    record = audit_claim(claim, mutants=True)
+    kills = {o["mutant"]: o["killed"] for o in record["mutant_results"]}
+    assert record["verdict"] == "not-reproduced" and kills.pop("slip: 2m") is False
+    assert kills and all(kills.values()) and record["mutants_killed"] == len(kills)
+    never = Claim("my-notes", "claim-y", "P doubles", Form(3 * m, lhs="P"),
+                  lambda form: Verdict("not-reproduced", "never"))  # fmt: skip
+    nothing = audit_claim(never, mutants=True)
+    assert nothing["mutants_killed"] == 0 < nothing["mutants"]
+    assert any(line.endswith("so rejecting its mutants shows nothing of it")
+               for line in format_markdown([nothing]).splitlines())  # fmt: skip
