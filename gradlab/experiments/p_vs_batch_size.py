@@ -338,9 +338,11 @@ def summarize(measurement: dict) -> dict:
     two means differ by more than the sum of their seed stds, else ``"within_spread"``;
     ``trend``: the paired t-test's reading (:func:`gradlab.symbolic.batch_size.setting_trend`);
     ``parts``: the trend of each of P's parts (:func:`p_decomposition`) and of P without its
-    diagonal. ``claim`` is the audit's verdict on the conjecture (``not-testable-here``: it
-    needs the authors' data and network), with ``miniature``, the decision rule's outcome on
-    this measurement, and its detail.
+    diagonal; ``off_diagonal`` (where the diagonal was measured): P without each query's own
+    entry, which adds ``1/m`` to P, at the smallest and largest m and its change by the same
+    rule, and the diagonal's share at the smallest m. ``claim`` is the audit's verdict on the
+    conjecture (``not-testable-here``: it needs the authors' data and network), with
+    ``miniature``, the decision rule's outcome on this measurement, and its detail.
 
     Example:
         >>> rising = {"batch_sizes": [16, 64], "per_class": 4, "seeds": [0, 1, 2], "settings":
@@ -374,6 +376,18 @@ def summarize(measurement: dict) -> dict:
         parts = {key: trend for key, (trend, _) in part_trends(measurement, name).items()}
         settings[name] = {"first": first, "last": last, "change": change,
                           "trend": setting_trend(values)[0], "parts": parts}  # fmt: skip
+        diagonal = measurement["settings"][name].get("P_diagonal")
+        if diagonal is not None:  # each query's own entry: 1/m of P, falling by construction
+            off = [[p - d for p, d in zip(run, own, strict=True)]
+                   for run, own in zip(values, diagonal, strict=True)]  # fmt: skip
+            off_first, off_last = [run[0] for run in off], [run[-1] for run in off]
+            settings[name]["off_diagonal"] = {
+                "first": off_first, "last": off_last,
+                "change": ("within_spread" if not separated(off_first, off_last)
+                           else "rises" if mean_std(off_last)[0] > mean_std(off_first)[0]
+                           else "falls"),
+                "diagonal_first": mean_std([run[0] for run in diagonal])[0],
+            }  # fmt: skip
     verdict, detail = conjecture_verdict(measurement, "rises")
     outcome, why = decide_trend(measurement, "rises")
     return {"settings": settings, "claim": {"verdict": verdict, "detail": detail,

@@ -263,7 +263,7 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
     sizes = batch["batch_sizes"]
     parts = []
     for name, words in (("fixed_trained", "At a fixed trained network"),
-                        ("trained_at_m", "For networks trained at each m")):  # fmt: skip
+                        ("trained_at_m", "For networks fine-tuned at each m")):  # fmt: skip
         setting = summary["settings"].get(name)
         if setting is None:
             continue
@@ -274,6 +274,16 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
             parts.append(f"{words}, P is saturated, so it shows no trend ({first} to {last}).")
         else:
             parts.append(f"{words}, P {setting['change']} from {first} to {last}.")
+        off = setting.get("off_diagonal")
+        if off is not None and off["change"] != setting["change"]:  # the 1/m term hides it
+            span = f"{cell(off['first'])} to {cell(off['last'])}"
+            change = (f"stays within the seed spread ({span})" if off["change"] == "within_spread"
+                      else f"{off['change']} from {span}, beyond the seed spread")  # fmt: skip
+            trend = setting.get("parts", {}).get("P without the diagonal")
+            test = f" (paired t-test over seeds and m: {trend})" if trend is not None else ""
+            parts.append(
+                f"Without each query's own entry (1/m of P: {off['diagonal_first']:g} at "
+                f"m = {sizes[0]}), P there {change}{test}.")  # fmt: skip
     if not parts:
         return []
     claim = summary["claim"]
@@ -289,11 +299,11 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
     steps = batch.get("settings", {}).get("trained_at_m", {}).get("steps")
     after = [
         *([f"On this miniature alone, the audit's paired t-test over the seeds, applied to "
-           f"this run (networks trained at each m), reads: {VERDICT_WORDS[miniature]}; the "
+           f"this run (networks fine-tuned at each m), reads: {VERDICT_WORDS[miniature]}; the "
            f"audit's own record (`gradlab audit --measure`) runs a quicker miniature, "
            f"m = {quick[0]} to {quick[-1]}, whose numbers and reading can differ from these."]
           if miniature else []),
-        *([f"The networks trained at each m took {steps[0]} optimizer steps at the smallest m "
+        *([f"The networks fine-tuned at each m took {steps[0]} optimizer steps at the smallest m "
            f"and {steps[-1]} at the largest, so training length differs with m too."]
           if steps and "trained_at_m" in summary["settings"] else []),
     ]  # fmt: skip

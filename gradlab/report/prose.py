@@ -72,8 +72,12 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
     for name, words in (("fixed_trained", "at a fixed trained network"),
                         ("trained_at_m", "with one network fine-tuned per m")):  # fmt: skip
         change = summary["settings"].get(name, {}).get("change")
+        off = summary["settings"].get(name, {}).get("off_diagonal")
+        hidden = (f" (without each query's own entry, 1/m of P, it {off['change']})"
+                  if off is not None and off["change"] not in (change, "within_spread")
+                  else "")  # fmt: skip
         if change == "within_spread":
-            verdicts.append(f"{words} P does not move beyond the seed spread")
+            verdicts.append(f"{words} P does not move beyond the seed spread{hidden}")
         elif change == "saturated":
             verdicts.append(f"{words} P is saturated, so it shows no trend")
         elif change is not None:

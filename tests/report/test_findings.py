@@ -66,7 +66,7 @@ def test_findings_word_the_studies_verdicts_from_the_results_dict():
                               "operating_region": (region, "## Operating region")})  # fmt: skip
     assert ("best MAP@R among the losses that beat the untrained network (0.000 ± 0.000) by "
             "more than the seed spread: B (0.100 ± 0.000).") in text
-    assert "For networks trained at each m, P rises from 0.100 ± 0.000 to 0.200 ± 0.000." in text
+    assert "For networks fine-tuned at each m, P rises from 0.100 ± 0.000 to 0.200 ± 0.000." in text
     assert "the audit's verdict: holds." in text
 
 
@@ -119,7 +119,7 @@ def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
     assert ("the audit's verdict: not testable here (needs Some Data with Some Net, one "
             "epoch). As context,") in text
     assert ("On this miniature alone, the audit's paired t-test over the seeds, applied to "
-            "this run (networks trained at each m), reads: not reproduced; the audit's own "
+            "this run (networks fine-tuned at each m), reads: not reproduced; the audit's own "
             "record (`gradlab audit --measure`) runs a quicker miniature") in text
     assert "the audit's verdict: holds" not in text
 

@@ -303,10 +303,11 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
         f"As context, {MINIATURE} at m = 16 to 256, over 3 seeds (mean ± population std). "
         f"At a fixed trained network, P stays within the seed spread ({_cell([0.1, 0.2])} to "
-        f"{_cell([0.15, 0.1])}). For networks trained at each m, P falls from {_cell([0.3, 0.2])} "
-        f"to {_cell([0.1, 0.1])}. On this miniature alone, the audit's paired t-test over the "
-        "seeds, applied to this run (networks trained at each m), reads: reproduced; the audit's "
-        f"own record (`gradlab audit --measure`) runs a quicker miniature, {QUICK}, whose "
+        f"{_cell([0.15, 0.1])}). For networks fine-tuned at each m, P falls from "
+        f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}. On this miniature alone, the audit's "
+        "paired t-test over the seeds, applied to this run (networks fine-tuned at each m), "
+        "reads: reproduced; the audit's own record (`gradlab audit --measure`) runs a quicker "
+        f"miniature, {QUICK}, whose "
         "numbers and reading can differ from these. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
@@ -324,7 +325,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(alone)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         f"size; the audit's verdict: holds. As context, {MINIATURE} at m = 16 to 256, over 3 "
-        f"seeds (mean ± population std). For networks trained at each m, P falls from "
+        f"seeds (mean ± population std). For networks fine-tuned at each m, P falls from "
         f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}."
     )
     # an audit section without records: the summary's verdict, still a finding
@@ -357,7 +358,7 @@ def test_the_batch_size_line_computes_its_summary_when_none_is_stored():
     batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
     line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
     first, last = _cell([0.40, 0.41, 0.39]), _cell([0.30, 0.29, 0.31])
-    assert f"For networks trained at each m, P falls from {first} to {last}." in line
+    assert f"For networks fine-tuned at each m, P falls from {first} to {last}." in line
 
 
 def test_the_training_line_says_which_way_unseen_map_moved():
@@ -512,7 +513,7 @@ def test_the_batch_size_line_says_saturated_when_p_is_pinned_at_1():
     batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
     line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
     first, last = _cell([0.5] * 3), _cell([1.0] * 3)
-    assert (f"For networks trained at each m, P is saturated, so it shows no trend ({first} to "
+    assert (f"For networks fine-tuned at each m, P is saturated, so it shows no trend ({first} to "
             f"{last}).") in line  # fmt: skip
     assert "rises" not in line.split("report the operating-region proportion P rising")[1]
 
@@ -525,10 +526,10 @@ def test_the_batch_size_line_says_the_networks_trained_at_each_m_took_other_step
               "p_vs_batch_size_summary": {"settings": settings, "claim": {"verdict": "holds"}}}
     line = _lines({"operating_region": (region, "")})[-1]
     assert line.endswith(
-        f"P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}. The networks trained at each "
+        f"P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}. The networks fine-tuned at each "
         "m took 376 optimizer steps at the smallest m and 6 at the largest, so training length "
         "differs with m too.")
-    # a fixed trained network alone: no networks trained at each m, nothing said of steps
+    # a fixed trained network alone: no networks fine-tuned at each m, nothing said of steps
     fixed = {"fixed_trained": {"first": [0.1, 0.2], "last": [0.15, 0.1],
                                "change": "within_spread"}}  # fmt: skip
     region["p_vs_batch_size_summary"]["settings"] = fixed
@@ -553,3 +554,28 @@ def test_a_batch_size_measurement_without_settings_says_nothing_of_steps():
               "p_vs_batch_size_summary": {"settings": settings, "claim": {"verdict": "holds"}}}
     line = _lines({"operating_region": (region, "")})[-1]
     assert line.endswith(f"P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}.")
+
+
+def test_p_without_the_diagonal_is_said_where_the_1_over_m_term_hides_its_change():
+    # P counts each query's own entry, 1/m of it: at a fixed network P read "within the seed
+    # spread" while P without that entry rose in every seed
+    from gradlab.report.findings import p_vs_batch_size_sentences
+
+    flat = [[0.30, 0.30], [0.31, 0.31], [0.29, 0.29]]  # P at m = 16 and 256, per seed
+    diagonal = [[1 / 16, 1 / 256]] * 3
+    measurement = {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+                   "settings": {"fixed_trained": {"P": flat, "P_diagonal": diagonal}}}  # fmt: skip
+    sentences = p_vs_batch_size_sentences({"p_vs_batch_size": measurement})
+    first = [p[0] - 1 / 16 for p in flat]
+    last = [p[1] - 1 / 256 for p in flat]
+    assert sentences[1] == f"At a fixed trained network, P stays within the seed spread " \
+        f"({_cell([p[0] for p in flat])} to {_cell([p[1] for p in flat])})."
+    assert sentences[2].startswith(
+        f"Without each query's own entry (1/m of P: 0.0625 at m = 16), P there rises from "
+        f"{_cell(first)} to {_cell(last)}, beyond the seed spread (paired t-test over seeds and "
+        "m: ")  # fmt: skip
+    # where P without it changes as P does, nothing more is said
+    rising = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]
+    measurement["settings"]["fixed_trained"]["P"] = rising
+    assert not any(s.startswith("Without each query's own entry")
+                   for s in p_vs_batch_size_sentences({"p_vs_batch_size": measurement}))

@@ -27,7 +27,7 @@ def test_the_highest_rank_is_named_among_the_losses_that_trained():
     assert "under NT-Xent for the images" in sentence
     assert "under NT-Xent for the captions" in sentence
     assert "under Max-violation" not in sentence
-    assert "(listed apart, not compared: Max-violation (did not train))" in sentence
+    assert "(listed apart, not compared: Max-violation (did not train both ways))" in sentence
     # Without the listing the apart run wins the captions: the filter is what changes it.
     assert "under Max-violation for the captions" in _sentence({"runs": {"VSRN": runs}})
 
