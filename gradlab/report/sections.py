@@ -158,7 +158,11 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"share of queries with no difference-matrix entry of slope above eps (Bleeker & de "
         f"Rijke's count; an entry there can still carry no gradient of the loss) = "
         f"{last['share_without_gradient']:.3f}, |AD| share (the AD term's share of Bleeker & de "
-        f"Rijke's (2022, appendix A) AD - CB form of the gradient) = {last['ad_share']:.3f}."
+        f"Rijke's (2022, appendix A) AD - CB form of the gradient) = {last['ad_share']:.3f}. "
+        "In that form a positive's gradient is (A D - C B) / R^2: A is its rank among the "
+        "positives and C the count of negatives ranked above it (both smoothed, R = A + C), B "
+        "and D sum the sigmoid-slope-weighted differences to the other positives and to the "
+        "negatives."
         f"{_saturated_text(dynamics['history'])}",
         "",
         "![Loss, P, queries with no entry of slope above eps and the AD/CB split at every step "

@@ -31,6 +31,12 @@ from gradlab.report.sections import (
     verification_section,
 )
 
+DEFINITION = ("In that form a positive's gradient is (A D - C B) / R^2: A is its rank among the "
+              "positives and C the count of negatives ranked above it (both smoothed, R = A + C), "
+              "B and D sum the sigmoid-slope-weighted differences to the other positives and to "
+              "the negatives.")
+"""The AD - CB terms in words, as Bleeker & de Rijke (2022, appendix A, Eq. 8-14) define them."""
+
 
 def _cell(values, digits=3):
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.pstdev(values):.{digits}f}"
@@ -337,7 +343,7 @@ def test_a_training_run_whose_loss_reached_zero_is_said_to_have_saturated(
         "After 42 steps: P = 0.250, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
         f"loss) = 0.000, |AD| share (the AD term's share of Bleeker & de Rijke's (2022, appendix "
-        f"A) AD - CB form of the gradient) = 0.990.{said}") in markdown.splitlines()
+        f"A) AD - CB form of the gradient) = 0.990. {DEFINITION}{said}") in markdown.splitlines()
 
 
 def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_step(
@@ -382,7 +388,7 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
         "After 42 steps: P = 0.123, share of queries with no difference-matrix entry of slope "
         "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
         "loss) = 0.500, |AD| share (the AD term's share of Bleeker & de Rijke's (2022, appendix "
-        "A) AD - CB form of the gradient) = 0.000.")
+        f"A) AD - CB form of the gradient) = 0.000. {DEFINITION}")
     assert _layout(markdown) == [
         "## Operating region", lines[2], "figure figures/operating_region_closed_forms.png",
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
