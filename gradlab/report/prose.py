@@ -607,7 +607,8 @@ def relaxation_summary(results: dict) -> str:
             )
             lines.append(
                 f"{objective.upper()} {method}: within {results['tolerance']:g} of the exact value "
-                f"{where}; largest gap at scale {results['scales'][-1]:.3g}: {largest:.2e}."
+                f"{where}; at the largest scale tried, {results['scales'][-1]:.3g}, the gap is "
+                f"at most {largest:.2e}."
             )
     return " ".join(lines)
 

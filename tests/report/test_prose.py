@@ -600,12 +600,12 @@ def test_relaxation_summary_says_where_each_variant_settles():
     assert len(sentences) == 2 * len(HARMONIC_METHODS)
     assert sentences[0] == (
         f"AP {HARMONIC_METHODS[0]}: within 0.0001 of the exact value for 8 bits "
-        "from scale 0.5; largest gap at scale 1.23e+03: 1.60e-02"
+        "from scale 0.5; at the largest scale tried, 1.23e+03, the gap is at most 1.60e-02"
     )
     exact_ap = next(s for s in sentences if s.startswith("AP exact"))
     assert exact_ap == (
         "AP exact: within 0.0001 of the exact value for 8 bits from scale 0.5, 16 bits from scale "
-        "2; largest gap at scale 1.23e+03: 1.60e-02"
+        "2; at the largest scale tried, 1.23e+03, the gap is at most 1.60e-02"
     )
     log_dcg = next(s for s in sentences if s.startswith("DCG log"))
     assert log_dcg.startswith("DCG log: within 0.0001 of the exact value at no scale tried;")
