@@ -277,26 +277,6 @@ def test_a_path_option_typed_with_a_tilde_is_named_when_its_write_fails(capsys, 
                                    f"{str(tmp_path / 'records.json')!r}: Permission denied"]
 
 
-def test_the_positional_arguments_the_fault_line_leaves_unnamed_are_the_parsers():
-    # a path given as a positional argument (RUN_DIR) has no option to name: the list that
-    # says so must be the parser's own positionals, or a new one would be named "--new"
-    import argparse
-
-    from gradlab.cli import POSITIONAL, _build_parser
-
-    parser = _build_parser(with_sections=True, with_candidates=True, with_plan_losses=True)
-    found = set()
-    pending = [parser]
-    while pending:
-        for action in pending.pop()._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                found.add(action.dest)
-                pending.extend(action.choices.values())
-            elif not action.option_strings:
-                found.add(action.dest)
-    assert found == set(POSITIONAL)
-
-
 @pytest.mark.parametrize("option", ["--json", "--markdown"])
 def test_a_name_longer_than_the_file_system_takes_is_refused_before_the_audit(
         capsys, tmp_path, option):  # fmt: skip

@@ -509,6 +509,8 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         ('holds', 'sympy.simplify reduces printed minus true to 0.')
         >>> record["mutants_killed"] == record["mutants"] > 0
         True
+        >>> sorted(record["mutant_results"][0])  # a mutant found inconclusive adds "detail"
+        ['formula', 'killed', 'mutant', 'operator', 'verdict']
     """
     if not isinstance(claim, Claim):
         raise GradlabError(f"claim must be a Claim; got {type(claim).__name__} {claim!r}")

@@ -778,6 +778,7 @@ def test_resume_after_a_run_that_logged_step_0_alone_does_not_warn(tmp_path):
     again.on_train_end(arguments(tmp_path), trainer_state(), None)
 
 
+@pytest.mark.usefixtures("offline_trackers")  # a wandb or mlflow sink: offline, left clean
 @pytest.mark.parametrize("sink", ["tensorboard", "wandb", "mlflow"])
 @pytest.mark.parametrize(("report_to", "twice", "attached"), [
     ("sink", True, True), ("all", True, True), ("other", False, True), ("none", False, True),

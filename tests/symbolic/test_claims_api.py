@@ -97,24 +97,6 @@ def test_a_correction_the_check_cannot_decide_is_said_undecided_and_the_claim_fa
     )  # fmt: skip
 
 
-def test_audit_claim_documents_the_keys_of_each_mutant_result():
-    # was: "per mutant its operator, name, formula, verdict and killed", where the name's key
-    # is "mutant"; the keys named (``key``) in the docstring's mutant_results part are those
-    # of a record with a mutant of each verdict, the inconclusive one with its detail
-    def check(form):
-        if form.value == 0:
-            return undecided("zero: no data")
-        return symbolic_equality(form.value, 2 * x, [x])
-
-    printed = Form(2 * x, lhs="f")
-    claim = Claim("mine", "eq1", "twice x", printed, check,
-                  mutants=(mutant(printed, sp.Integer(0), "zero"), negated(printed)))  # fmt: skip
-    results = audit_claim(claim, mutants=True)["mutant_results"]
-    assert {result["verdict"] for result in results} >= {"inconclusive", "fails"}
-    part = audit_claim.__doc__.split("``mutant_results`` (", 1)[1].split("), the counts", 1)[0]
-    assert set(re.findall(r"``(\w+)``", part)) == set().union(*results)
-
-
 def test_undecided_is_inconclusive_with_its_reason():
     assert undecided("no data") == Verdict("inconclusive", "no data")
 
