@@ -347,3 +347,16 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
     assert isinstance(raised.value.__cause__, IndexError)
+
+
+def test_a_recorded_schedule_is_read_up_to_200_characters():
+    # a record longer than that is no schedule gradlab wrote: left unread, not parsed
+    from gradlab.monitor.schedules import schedule_from_record
+
+    def padded(length):
+        return "every(" + " " * (length - len("every(3)")) + "3)"
+
+    assert len(padded(200)) == 200 and len(padded(201)) == 201
+    read = schedule_from_record(padded(200))
+    assert read is not None and [step for step in range(7) if read(step)] == [0, 3, 6]
+    assert schedule_from_record(padded(201)) is None
