@@ -579,3 +579,7 @@ def test_a_quantity_class_where_its_object_goes_is_refused_saying_so(tmp_path):
     with pytest.raises(GradlabError) as refused:
         Monitor(tmp_path, quantities=[gradlab.monitor.Loss(), _Own])
     assert str(refused.value).endswith(" (a quantity is an object, not its class: pass _Own())")
+    with pytest.raises(GradlabError) as refused:
+        Monitor(tmp_path, quantities=[gradlab.monitor.Loss, _Own])
+    assert str(refused.value).endswith(" (a quantity is an object, not its class: pass Loss(), "
+                                       "_Own())")
