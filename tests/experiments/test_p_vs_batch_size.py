@@ -1,6 +1,7 @@
 """P against batch size: the batch proportions against a float64 loop, and measure()'s contract."""
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -330,3 +331,28 @@ def test_the_trend_sentence_appends_its_detail_inside_the_parentheses():
         "P from m = 8 to m = 32: rises (paired t-test over the seeds; 2 seeds; P at its bound "
         "at m = 32)"
     )
+
+
+@pytest.mark.parametrize(("p", "change"), [
+    ([[0.30, 0.30], [0.31, 0.31], [0.29, 0.29]], "rises"),  # the 1/m term hid a rise
+    ([[0.30, 0.20], [0.31, 0.21], [0.29, 0.19]], "falls"),
+    ([[0.30, 0.25], [0.40, 0.40], [0.20, 0.15]], "within_spread"),  # seeds far apart
+])  # fmt: skip
+def test_the_summary_gives_p_without_each_querys_own_entry(p, change):
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    diagonal = [[1 / 16, 1 / 256]] * 3
+    measurement = {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+                   "settings": {"fixed_trained": {"P": p, "P_diagonal": diagonal}}}  # fmt: skip
+    off = summarize(measurement)["settings"]["fixed_trained"]["off_diagonal"]
+    first = [run[0] - 1 / 16 for run in p]
+    last = [run[1] - 1 / 256 for run in p]
+    assert off["first"] == pytest.approx(first) and off["last"] == pytest.approx(last)
+    # the rule of P's own change: the two means apart by more than the sum of their stds
+    spread = statistics.pstdev(first) + statistics.pstdev(last)
+    gap = statistics.fmean(last) - statistics.fmean(first)
+    expected = "within_spread" if abs(gap) <= spread else ("rises" if gap > 0 else "falls")
+    assert off["change"] == expected == change
+    assert off["diagonal_first"] == pytest.approx(1 / 16)
+    del measurement["settings"]["fixed_trained"]["P_diagonal"]  # not measured: not given
+    assert "off_diagonal" not in summarize(measurement)["settings"]["fixed_trained"]

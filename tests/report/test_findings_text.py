@@ -574,6 +574,17 @@ def test_p_without_the_diagonal_is_said_where_the_1_over_m_term_hides_its_change
         f"Without each query's own entry (1/m of P: 0.0625 at m = 16), P there rises from "
         f"{_cell(first)} to {_cell(last)}, beyond the seed spread (paired t-test over seeds and "
         "m: ")  # fmt: skip
+    # P falls, P without its diagonal stays: said as within the spread, with no t-test words
+    # where the summary gives no trend of the parts
+    summary = {"settings": {"fixed_trained": {
+        "first": [0.4, 0.4], "last": [0.3, 0.3], "change": "falls",
+        "off_diagonal": {"first": [0.2, 0.3], "last": [0.25, 0.2], "change": "within_spread",
+                         "diagonal_first": 0.0625}}}, "claim": {"verdict": "holds"}}  # fmt: skip
+    said = p_vs_batch_size_sentences({"p_vs_batch_size": measurement,
+                                      "p_vs_batch_size_summary": summary})  # fmt: skip
+    assert said[2] == (f"Without each query's own entry (1/m of P: 0.0625 at m = 16), P there "
+                       f"stays within the seed spread ({_cell([0.2, 0.3])} to "
+                       f"{_cell([0.25, 0.2])}).")
     # where P without it changes as P does, nothing more is said
     rising = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]
     measurement["settings"]["fixed_trained"]["P"] = rising
