@@ -334,19 +334,19 @@ def test_the_trend_sentence_appends_its_detail_inside_the_parentheses():
 
 
 @pytest.mark.parametrize(("p", "change"), [
-    ([[0.30, 0.30], [0.31, 0.31], [0.29, 0.29]], "rises"),  # the 1/m term hid a rise
-    ([[0.30, 0.20], [0.31, 0.21], [0.29, 0.19]], "falls"),
-    ([[0.30, 0.25], [0.40, 0.40], [0.20, 0.15]], "within_spread"),  # seeds far apart
+    ([[0.30, 0.9, 0.30], [0.31, 0.9, 0.31], [0.29, 0.9, 0.29]], "rises"),  # 1/m hid a rise
+    ([[0.30, 0.1, 0.20], [0.31, 0.1, 0.21], [0.29, 0.1, 0.19]], "falls"),
+    ([[0.30, 0.5, 0.25], [0.40, 0.5, 0.40], [0.20, 0.5, 0.15]], "within_spread"),  # seeds apart
 ])  # fmt: skip
 def test_the_summary_gives_p_without_each_querys_own_entry(p, change):
     from gradlab.experiments.p_vs_batch_size import summarize
 
-    diagonal = [[1 / 16, 1 / 256]] * 3
-    measurement = {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+    diagonal = [[1 / 16, 1 / 64, 1 / 256]] * 3  # m = 16, 64, 256: the middle one is not read
+    measurement = {"batch_sizes": [16, 64, 256], "per_class": 4, "seeds": [0, 1, 2],
                    "settings": {"fixed_trained": {"P": p, "P_diagonal": diagonal}}}  # fmt: skip
     off = summarize(measurement)["settings"]["fixed_trained"]["off_diagonal"]
     first = [run[0] - 1 / 16 for run in p]
-    last = [run[1] - 1 / 256 for run in p]
+    last = [run[2] - 1 / 256 for run in p]
     assert off["first"] == pytest.approx(first) and off["last"] == pytest.approx(last)
     # the rule of P's own change: the two means apart by more than the sum of their stds
     spread = statistics.pstdev(first) + statistics.pstdev(last)
@@ -356,3 +356,16 @@ def test_the_summary_gives_p_without_each_querys_own_entry(p, change):
     assert off["diagonal_first"] == pytest.approx(1 / 16)
     del measurement["settings"]["fixed_trained"]["P_diagonal"]  # not measured: not given
     assert "off_diagonal" not in summarize(measurement)["settings"]["fixed_trained"]
+
+
+def test_a_diagonal_of_other_seeds_than_p_is_refused_not_paired_with_the_wrong_rows():
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    measurement = {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+                   "settings": {"fixed_trained": {"P": [[0.3, 0.3]] * 3,
+                                                  "P_diagonal": [[1 / 16, 1 / 256]] * 2}}}
+    with pytest.raises(ValueError):
+        summarize(measurement)
+    measurement["settings"]["fixed_trained"]["P_diagonal"] = [[1 / 16]] * 3
+    with pytest.raises(ValueError):
+        summarize(measurement)
