@@ -926,3 +926,18 @@ def test_the_changed_stretch_of_a_long_correction_is_cut_at_15_characters(printe
 ], ids=["80-characters", "both-multi-line", "correction-multi-line", "printed-multi-line"])
 def test_a_short_or_multi_line_correction_has_no_changed_stretch(printed, corrected):
     assert _changed_of(printed, corrected) == []
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_the_papers_folded_claims_are_counted_in_the_singular_or_plural(count):
+    # "The 1 claims of this paper, each with its check"
+    from gradlab.symbolic import Claim, Form, decide, format_markdown, run_audit
+
+    def is_four(form):
+        return decide(form.value == 4, "it is four.", "it is not four.")
+
+    records = run_audit([Claim("my-notes", f"eq{index}", "four", Form(4), is_four)
+                         for index in range(count)])  # fmt: skip
+    expected = ("The 1 claim of this paper, with its check" if count == 1
+                else f"The {count} claims of this paper, each with its check")  # fmt: skip
+    assert f"<summary>{expected}</summary>" in format_markdown(records).splitlines()
