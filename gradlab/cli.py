@@ -975,23 +975,23 @@ def _discard_stdout() -> None:
             os.close(devnull)
 
 
-def _option_naming(arguments: argparse.Namespace, filename: object) -> str | None:
-    """The option (``--json``) whose path the failed ``filename`` is, as typed or with its ``~``
-    expanded; None for another file (one gradlab chose) or a positional argument."""
+def _option_naming(argv: list[str], filename: object) -> str | None:
+    """The option (``--json``) the user typed before the failed ``filename`` (``--json PATH``
+    or ``--json=PATH``, the path as typed or with its ``~`` expanded); None for a file gradlab
+    chose or a path given as a positional argument."""
     if filename is None:
         return None
-    for dest, value in vars(arguments).items():
-        values = value if isinstance(value, list) else [value]
-        for one in values:
-            if isinstance(one, (str, os.PathLike)) and str(one) and (
-                    str(one) == str(filename)
-                    or os.path.expanduser(str(one)) == str(filename)):  # fmt: skip
-                return "--" + dest.replace("_", "-") if dest not in POSITIONAL else None
+
+    def named(path: str) -> bool:
+        return bool(path) and str(filename) in (path, os.path.expanduser(path))
+
+    for index, token in enumerate(argv):
+        option, equals, value = token.partition("=")
+        if equals and option.startswith("--") and named(value):
+            return option
+        if index and argv[index - 1].startswith("--") and named(token):
+            return argv[index - 1]
     return None
-
-
-POSITIONAL = frozenset({"command", "run_dir", "candidate", "name"})
-"""Destinations of positional arguments: a path among them has no option to name."""
 
 
 def _main(argv: list[str] | None) -> int:
@@ -1138,7 +1138,7 @@ def _main(argv: list[str] | None) -> int:
         if error.filename is None and error.errno not in WRITE_FAILURES:
             raise  # not a file or path the user named: a bug, shown in full
         where = "an output" if error.filename is None else repr(str(error.filename))
-        option = _option_naming(arguments, error.filename)
+        option = _option_naming(argv, error.filename)
         print(f"gradlab: could not use {option + ' ' if option else ''}{where}: "
               f"{error.strerror}", file=sys.stderr)  # fmt: skip
         return 2
