@@ -278,8 +278,34 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
             f"quantities must hold each quantity once; got {', '.join(map(repr, repeated))} "
             f"more than once in {names!r}"
         )
+    for quantity in quantities:
+        _check_name(quantity)
     _check_keys(quantities)
     return tuple(quantities)
+
+
+GRADLAB_NAMES = {cls.name: cls for cls in reversed(QUANTITIES)}
+"""Name -> the gradlab quantity class that takes it first (its subclasses may keep it)."""
+
+
+def _check_name(quantity: Quantity) -> None:
+    """Refuse a quantity of the user's that keeps :class:`Quantity`'s placeholder name or takes
+    the name of one of gradlab's: the run header, ``not_logged``, ``disabled`` and every
+    warning name a quantity by its name, so either would be read as another quantity's."""
+    cls = type(quantity)
+    if quantity.name == Quantity.name:
+        raise GradlabError(
+            f"{cls.__name__} keeps Quantity's placeholder name {Quantity.name!r}: set its name "
+            "(class attribute name = '...'), which the run header, not_logged, disabled and "
+            "every warning use for it"
+        )
+    shipped = GRADLAB_NAMES.get(quantity.name)
+    if shipped is not None and not isinstance(quantity, shipped):
+        raise GradlabError(
+            f"{cls.__name__} is named {quantity.name!r}, the name of gradlab's "
+            f"{shipped.__name__}: the run header, not_logged, disabled and every warning would "
+            "read as that quantity's; give yours another name"
+        )
 
 
 def _class_names(classes: list[type]) -> list[str]:

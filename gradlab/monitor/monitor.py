@@ -59,7 +59,7 @@ from gradlab.monitor.distributed import (
 from gradlab.monitor.quantity import GRADIENT_NEEDS, Quantity, check_values
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule, recorded_schedule
-from gradlab.monitor.sinks import Sink
+from gradlab.monitor.sinks import DISABLED_KEY, Sink
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import check_bool, skip_value_checks
 
@@ -273,6 +273,8 @@ class Monitor:
         self._changed_warned = False  # a call's tensors changed in place before the step
         self._not_backpropagated_warned = False  # a step's last call was not backpropagated
         self._said: set[str] = set()  # quantities whose said_of_logged was warned
+        # quantities disabled since the last record written, and why: the next record says so
+        self._disabled_notes: dict[str, str] = {}
         self._trained = False  # a watched call (or attached forward) ran with gradients on
         # calls with gradients off before the first training call: a rank may evaluate alone
         # before training, so the ranks' agreement leaves them out of its count
@@ -716,7 +718,7 @@ class Monitor:
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # watch() or attach()
             )
 
-    def _servable(self, adapter: LossAdapter, due: list[Quantity]) -> list[Quantity]:
+    def _servable(self, adapter: LossAdapter, due: list[Quantity], step: int) -> list[Quantity]:
         """The quantities of ``due`` that ``adapter``'s loss can serve now. With one watched
         loss, one that it cannot serve after all (its call showed it: the watch could not)
         joins :attr:`not_logged` with the reason and is not computed again."""
@@ -727,6 +729,8 @@ class Monitor:
                 kept.append(quantity)
             elif len(self._adapters) == 1:
                 self.not_logged[quantity.name] = self.disabled[quantity.name] = reason
+                if self._opened:  # a header written already does not name it: the record will
+                    self._disabled_notes[quantity.name] = f"step {step}: {reason}"
         return kept
 
     # --- the step ------------------------------------------------------------------------------
@@ -788,8 +792,21 @@ class Monitor:
             return None
         due = [q for q in self.quantities if q.name not in self.disabled and self._asked(q, step)]
         if not due:
-            return None
+            return self._write_notes(step, batch)
         return self._record(step, batch, due)
+
+    def _write_notes(self, step: int, batch: BatchView) -> dict | None:
+        """Write a record of the step alone with the note of the quantities disabled since the
+        last record (:data:`~gradlab.monitor.sinks.DISABLED_KEY`), when there is one: on a step
+        on which nothing else is due, it would otherwise wait for a record that may never
+        come."""
+        if not self._disabled_notes:
+            return None
+        self._open(batch.embeddings.device, first_step=self._first_step)
+        record = {"step": step, DISABLED_KEY: self._disabled_notes}
+        self._disabled_notes = {}
+        self.folder.write(record)
+        return record
 
     def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
         """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
@@ -1063,7 +1080,7 @@ class Monitor:
         if self._pending_adapter is not None:
             # only what the loss read on this step can serve (several watched losses; or a
             # loss whose call showed what it is, as a sigmoid loss of open_clip's interface)
-            due = self._servable(self._pending_adapter, due)
+            due = self._servable(self._pending_adapter, due, step)
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
@@ -1107,6 +1124,8 @@ class Monitor:
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
         self._open(batch.embeddings.device, first_step=self._first_step, read_once=read_once)
+        if self._disabled_notes:  # disabled since the last record (this step's included)
+            record[DISABLED_KEY], self._disabled_notes = self._disabled_notes, {}
         self.folder.write(record)
         return record
 
@@ -1263,9 +1282,13 @@ class Monitor:
             message = "".join(traceback.format_exception(error))
             said = f"raised{where} and is disabled (strict=True raises instead):\n{message}"
         self.disabled[quantity.name] = message
+        step = self.step_count if step is None else step
+        self._disabled_notes[quantity.name] = f"step {step}: " + (
+            message if returned else
+            f"{'refused' if isinstance(error, GradlabError) else 'raised'}{where}: "
+            + (message if isinstance(error, GradlabError) else f"{type(error).__name__}: {error}"))
         warnings.warn(
-            f"gradlab.Monitor: step {self.step_count if step is None else step}: quantity "
-            f"{quantity.name!r} {said}",
+            f"gradlab.Monitor: step {step}: quantity {quantity.name!r} {said}",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

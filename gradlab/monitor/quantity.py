@@ -35,7 +35,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView, _row_any, _row_counts  # noqa: F401 (re-exported)
 from gradlab.monitor.schedules import Schedule, every, refuse_schedule_maker
-from gradlab.monitor.sinks import DROPPED_KEYS
+from gradlab.monitor.sinks import DISABLED_KEY, DROPPED_KEYS
 
 Values = dict[str, torch.Tensor]
 
@@ -297,9 +297,11 @@ class Quantity:
         raise NotImplementedError
 
 
-RESERVED_KEYS = frozenset({"step", "header", *DROPPED_KEYS})
+RESERVED_KEYS = frozenset({"step", "header", DISABLED_KEY, *DROPPED_KEYS})
 """Keys no quantity may log: a record's own (its step number), the JSONL file's header line,
-and the note a sink adds after records it dropped (:data:`~gradlab.monitor.sinks.DROPPED_KEYS`)."""
+the note a sink adds after records it dropped (:data:`~gradlab.monitor.sinks.DROPPED_KEYS`)
+and the Monitor's note of quantities disabled during the run
+(:data:`~gradlab.monitor.sinks.DISABLED_KEY`)."""
 
 
 def check_declaration(quantity: Quantity) -> None:

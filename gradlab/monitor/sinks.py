@@ -86,6 +86,12 @@ _NUMBERS = frozenset({int, float})
 DROPPED_KEYS = ("dropped_records", "dropped_steps")
 """The keys the first record a sink takes after a fault carries (see the module docstring)."""
 
+DISABLED_KEY = "disabled"
+"""The note of the first record written after the Monitor disabled quantities during the run
+(one raised, or returned what it cannot log; a loss's call showed it cannot serve one):
+``{name: why}``, each quantity once. ``metrics.jsonl`` keeps it; the CSV, TensorBoard, W&B and
+MLflow sinks, which hold numbers, leave it out."""
+
 
 def require_extra(module: str, extra: str, sink: str) -> None:
     """Raise a :class:`~gradlab.extras.MissingExtraError` (a GradlabError and an ImportError,
@@ -485,8 +491,9 @@ class CSVSink(Sink):
 
     def write(self, record: dict) -> None:
         missed = record.get("dropped_steps") or ()
-        if missed or "dropped_records" in record:
-            record = {key: value for key, value in record.items() if key not in DROPPED_KEYS}
+        if missed or "dropped_records" in record or DISABLED_KEY in record:
+            record = {key: value for key, value in record.items()
+                      if key not in DROPPED_KEYS and key != DISABLED_KEY}  # fmt: skip
         if self.writer is None:
             self.writer = csv.DictWriter(
                 self._buffer, fieldnames=self.columns or list(record), extrasaction="ignore"

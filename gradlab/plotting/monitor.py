@@ -35,7 +35,13 @@ from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
 from gradlab.monitor.schedules import Schedule, schedule_from_record
-from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments, stepped_jsonl_headers
+from gradlab.monitor.sinks import (
+    DISABLED_KEY,
+    DROPPED_KEYS,
+    jsonl_headers,
+    read_segments,
+    stepped_jsonl_headers,
+)
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
@@ -400,6 +406,9 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                 parts.append([(-math.inf, known)])
                 highest = -math.inf
             highest = max(highest, max((record["step"] for record in records), default=highest))
+        disabled = _disabled(log, [record for _, records in segments for record in records])
+        if disabled:
+            warnings.warn(disabled, UserWarning, stacklevel=caller_stacklevel())
         if went_back:  # one warning for them all, at the line that called load_runs
             warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=caller_stacklevel())
         if set_back:
@@ -438,6 +447,27 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                       f"step {NONE_LOGGED}: drawn without it", UserWarning,
                       stacklevel=caller_stacklevel())  # fmt: skip
     return runs
+
+
+def _disabled(log: Path, records: list[dict]) -> str | None:
+    """What to say of the quantities the Monitor disabled during the run (the note of
+    :data:`~gradlab.monitor.sinks.DISABLED_KEY` in its records), or None when it disabled none.
+
+    Example:
+        >>> note = {"step": 4, "disabled": {"spread": "step 4: raised in compute(): KeyError"}}
+        >>> print(_disabled(Path("run/metrics.jsonl"), [{"step": 3}, note]))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        run/metrics.jsonl: the Monitor disabled the quantity 'spread' (step 4: raised in
+        compute(): KeyError) during the run: its keys end there
+    """
+    said = [f"{name!r} ({why})" for record in records
+            if isinstance(record.get(DISABLED_KEY), dict)
+            for name, why in record[DISABLED_KEY].items()]  # fmt: skip
+    if not said:
+        return None
+    plural = len(said) > 1
+    return (f"{log}: the Monitor disabled the {'quantities' if plural else 'quantity'} "
+            f"{'; '.join(said)} during the run: {'their' if plural else 'its'} keys end there")
 
 
 NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "

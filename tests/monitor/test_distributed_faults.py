@@ -226,7 +226,9 @@ def test_a_quantity_disabled_on_rank_0_alone_ends_its_records_without_empty_ones
     ranks = [json.loads((tmp_path / f"disabled_{rank}.json").read_text()) for rank in range(2)]
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [sorted(record) for record in records] == [["loss", "rows_seen", "step"],
-                                                     ["loss", "step"]]  # fmt: skip
+                                                     ["disabled", "loss", "step"]]  # fmt: skip
+    assert list(records[1]["disabled"]) == ["rows_seen"]
+    assert records[1]["disabled"]["rows_seen"].startswith("step 1: raised in compute(): ")
     assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
     assert [w.split("\n")[0] for w in ranks[0]["warnings"]] == [
         "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled "

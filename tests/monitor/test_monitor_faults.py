@@ -496,8 +496,10 @@ def test_said_of_logged_returning_no_text_disables_its_quantity(tmp_path):
     assert said == ["gradlab.Monitor: step 0: quantity 'own' is disabled, refused in "
                     "said_of_logged(): said_of_logged must return a str or None; got 7 "
                     "(strict=True raises instead)"]
-    assert [sorted(r) for r in records] == [["loss", "own_mean", "step"], ["loss", "step"],
-                                            ["loss", "step"]]  # fmt: skip
+    assert [sorted(r) for r in records] == [["disabled", "loss", "own_mean", "step"],
+                                            ["loss", "step"], ["loss", "step"]]  # fmt: skip
+    assert records[0]["disabled"] == {"own": "step 0: refused in said_of_logged(): "
+                                             "said_of_logged must return a str or None; got 7"}
 
 
 @pytest.mark.parametrize(("returned", "message"), [

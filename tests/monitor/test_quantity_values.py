@@ -98,7 +98,8 @@ def test_a_value_against_the_declaration_disables_the_quantity_and_says_why(
     tmp_path, returned, message
 ):
     record, caught, run = _step(tmp_path, Returns(returned))
-    assert set(record) == {"step", "loss"}  # the other quantities are logged
+    assert set(record) == {"step", "loss", "disabled"}  # the other quantities are logged
+    assert record["disabled"] == {"returns": f"step 0: {message}"}  # the log says so too
     assert list(run.disabled) == ["returns"]
     assert run.disabled["returns"] == message
     # the reason alone, not a traceback through gradlab's check
@@ -107,7 +108,7 @@ def test_a_value_against_the_declaration_disables_the_quantity_and_says_why(
         "instead)"
     ]
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
-    assert [set(r) for r in records] == [{"step", "loss"}]
+    assert records == [record]
 
 
 @pytest.mark.parametrize(("returned", "message"), REFUSED[:3])
@@ -157,10 +158,10 @@ def test_two_quantities_that_declare_one_key_are_refused_at_construction(tmp_pat
     assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
-RESERVED = "dropped_records, dropped_steps, header, step"
+RESERVED = "disabled, dropped_records, dropped_steps, header, step"
 
 
-@pytest.mark.parametrize("key", ["step", "header", "dropped_records", "dropped_steps"])
+@pytest.mark.parametrize("key", ["step", "header", "dropped_records", "dropped_steps", "disabled"])
 def test_a_quantity_that_declares_a_key_the_logs_use_is_refused(tmp_path, key):
     class Own(Quantity):
         name = "own"
@@ -295,6 +296,36 @@ def test_two_different_quantities_with_one_name_are_told_to_rename(tmp_path):
     )
 
 
+def test_a_quantity_of_yours_named_as_one_of_gradlabs_is_told_to_rename(tmp_path):
+    # alone, with no Loss beside it: its records and warnings would read as the loss's
+    mine = _declares(name="loss", keys=("loss_mine",))
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[mine()])
+    assert str(raised.value) == (
+        "Own is named 'loss', the name of gradlab's Loss: the run header, not_logged, disabled "
+        "and every warning would read as that quantity's; give yours another name"
+    )
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_subclass_of_one_of_gradlabs_quantities_may_keep_its_name(tmp_path):
+    class Louder(Loss):  # the same quantity, told apart by nothing a reader needs
+        pass
+
+    assert Monitor(tmp_path, quantities=[Louder()]).quantities[0].name == Loss.name
+
+
+def test_a_quantity_of_yours_without_a_name_is_told_to_name_it(tmp_path):
+    nameless = type("Nameless", (Quantity,), {"keys": ("nameless_value",)})
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[nameless()])
+    assert str(raised.value) == (
+        f"Nameless keeps Quantity's placeholder name {Quantity.name!r}: set its name (class "
+        "attribute name = '...'), which the run header, not_logged, disabled and every warning "
+        "use for it"
+    )
+
+
 def test_every_quantity_gradlab_ships_passes_the_declaration_checks(tmp_path):
     for cls in QUANTITIES.values() if isinstance(QUANTITIES, dict) else QUANTITIES:
         check_declaration(cls())
@@ -351,7 +382,8 @@ def test_a_value_that_cannot_be_logged_disables_the_quantity_instead_of_the_step
     tmp_path, value, got
 ):
     record, _, run = _step(tmp_path, Returns({"returns_value": value}))
-    assert set(record) == {"step", "loss"}
+    assert set(record) == {"step", "loss", "disabled"}
+    assert record["disabled"] == {"returns": f"step 0: {run.disabled['returns']}"}
     assert run.disabled["returns"] == (
         f"the returns quantity (Returns) returned {got} under 'returns_value'; a logged value "
         "is one real number: a 0-d tensor (or one of shape [1]), or a Python int, float or bool"

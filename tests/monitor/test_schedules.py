@@ -337,7 +337,9 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
     assert [sorted(r) for r in records] == [
         ["embedding_norm_max", "embedding_norm_mean", "embedding_norm_min", "loss", "step"],
         ["embedding_norm_max", "embedding_norm_mean", "embedding_norm_min", "loss", "step"],
-        ["loss", "step"], ["loss", "step"], ["loss", "step"]]
+        ["loss", "step"], ["disabled", "loss", "step"], ["loss", "step"]]
+    assert records[3]["disabled"] == {"embedding_norm": "step 3: raised in its schedule: "
+                                                        "IndexError: list index out of range"}
     with gradlab.Monitor(tmp_path / "strict", strict=True, quantities=[
             Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))

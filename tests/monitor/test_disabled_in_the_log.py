@@ -1,0 +1,103 @@
+"""A quantity the Monitor disables during a run is named in the log, not only in a warning.
+
+Before, a quantity that raised (or returned what it cannot log) at step N was disabled with a
+``RuntimeWarning`` and its keys simply stopped in ``metrics.jsonl``: a reader of the log, or
+of ``gradlab plot``'s figures, could not tell a disabled quantity from a schedule that ended.
+The first record written after the disabling carries ``{"disabled": {name: why}}``.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Loss, Monitor, Quantity, every, read_jsonl
+from gradlab.plotting.monitor import load_runs
+
+
+class Flaky(Quantity):
+    """A quantity of the user's own that fails in one of its methods at one step."""
+
+    name = "flaky"
+    keys = ("flaky_mean",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, fails_in, at_step, schedule=None):
+        super().__init__(schedule)
+        self.fails_in, self.at_step, self.calls = fails_in, at_step, 0
+
+    def at_call(self, batch):
+        self.calls += 1
+        if self.fails_in == "at_call" and self.calls - 1 == self.at_step:
+            raise KeyError("boom")
+
+    def not_applicable(self, loss_fn):
+        # asked at watch() and again at each logged call: it can serve until its step
+        if self.fails_in == "not_applicable" and self.calls > self.at_step:
+            return "the loss stopped giving embeddings"
+        return None
+
+    def compute(self, batch):
+        if self.fails_in == "compute" and self.calls - 1 == self.at_step:
+            raise ValueError("no value")
+        return {"flaky_mean": batch.embeddings.double().mean()}
+
+
+def _train(log_dir, quantities, steps=3, sinks=("jsonl",)):
+    generator = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        with Monitor(log_dir, quantities=quantities, sinks=list(sinks)) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for _ in range(steps):
+                embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+                loss_fn(embeddings, torch.arange(8) % 2).backward()
+                monitor.step()
+    return read_jsonl(log_dir / "metrics.jsonl")[1]
+
+
+def test_a_quantity_that_raises_mid_run_is_named_in_that_steps_record_alone(tmp_path):
+    records = _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)])
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [("flaky_mean" in r, "disabled" in r) for r in records] == [
+        (True, False), (False, True), (False, False)]  # fmt: skip
+    assert records[1]["disabled"] == {"flaky": "step 1: raised in compute(): ValueError: no value"}
+
+
+def test_a_quantity_that_was_alone_gets_a_record_of_its_note(tmp_path):
+    # nothing else is due on the step it failed at: the note is not left waiting for a record
+    records = _train(tmp_path, [Flaky("at_call", at_step=1)])
+    assert records[0].keys() == {"step", "flaky_mean"}
+    assert records[1:] == [{"step": 1, "disabled": {
+        "flaky": "step 1: raised in at_call(): KeyError: 'boom'"}}]  # fmt: skip
+
+
+def test_a_quantity_the_loss_cannot_serve_after_all_is_named_in_the_log(tmp_path):
+    # the header was written at step 0, when the quantity could still be served
+    records = _train(tmp_path, [Loss(every(1)), Flaky("not_applicable", at_step=1)])
+    header = read_jsonl(tmp_path / "metrics.jsonl")[0]
+    assert "not_logged" not in header
+    notes = [(r["step"], r["disabled"]) for r in records if "disabled" in r]
+    assert notes == [(1, {"flaky": "step 1: the loss stopped giving embeddings"})]
+
+
+def test_the_csv_sink_leaves_the_note_out(tmp_path):
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)], sinks=("jsonl", "csv"))
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["step"] for row in rows] == ["0", "1", "2"]
+    assert "disabled" not in rows[0] and rows[1]["flaky_mean"] == ""
+
+
+def test_gradlab_plot_says_which_quantity_was_disabled_and_why(tmp_path):
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)])
+    with pytest.warns(UserWarning) as caught:
+        load_runs([tmp_path])
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
+        "raised in compute(): ValueError: no value) during the run: its keys end there"
+    ]
