@@ -25,10 +25,10 @@ from gradlab.report.figure_tables import (
     TIE_AWARE_FIGURES,
     draw_figures,
 )
+from gradlab.report.monitor_captions import monitor_figure_caption
 from gradlab.report.prose import (
     anatomy_text,
     check_label,
-    family_title,
     geometry_text,
     lemma1_verdict,
     loss_comparison_text,
@@ -251,7 +251,9 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
 
     results = digits_training(out, quick=quick, device=device)
     plot_retrieval_before_after(results, out / "figures" / "training_retrieval.png")
-    flat = flat_families(load_runs([out / results["run_dir"]]))
+    runs = load_runs([out / results["run_dir"]])
+    flat = flat_families(runs)
+    records = runs[0][1]  # the one run's logged steps, which the captions read
     # a flat family is stated, not drawn: its figure is not left in the report unreferenced
     for figure in results["figures"]:
         if Path(figure).stem in flat:
@@ -283,7 +285,7 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
         "![Recall@K and mAP before and after training, on the unseen digits 5-9 and on "
         "held-out images of the trained digits 0-4](figures/training_retrieval.png)",
         "",
-        *(f"![The Monitor's log of this run: {family_title(Path(f).stem)}]({f})" + "\n"
+        *(f"![{monitor_figure_caption(Path(f).stem, records)}]({f})" + "\n"
           for f in results["figures"] if Path(f).stem not in flat and Path(f).stem != "overview"),
     ]  # fmt: skip
     # the overview repeats the figures above; a flat family's values say more than its lines

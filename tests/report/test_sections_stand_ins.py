@@ -463,11 +463,13 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
     }  # fmt: skip
     calls.replace(digits_training, "digits_training", returns=results)
     calls.replace(report_figures, "plot_retrieval_before_after")
-    calls.replace(monitor, "load_runs", value=lambda dirs: {"loaded": dirs})
+    records = [{"step": 0, "loss": 0.5}, {"step": 2, "loss": 0.25}]
+    calls.replace(monitor, "load_runs", value=lambda dirs: [(f"loaded {dirs}", records)])
     calls.replace(monitor, "flat_families", returns={"flat_one": "FLAT ONE is 0 throughout.",
                                                      "flat_two": "FLAT TWO is 1 throughout."})
     calls.replace(sections, "training_sentence", value=lambda *a: f"TRAINING {len(a)}")
-    calls.replace(sections, "family_title", value=lambda stem: stem.upper())
+    calls.replace(sections, "monitor_figure_caption",
+                  value=lambda stem, logged: f"{stem.upper()} of {len(logged)} steps")
     (tmp_path / "figures").mkdir()  # as the report makes it
     for figure in results["figures"]:  # as the training run writes them
         (tmp_path / figure).write_bytes(b"png")
@@ -482,7 +484,8 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
     assert calls.called("plot_retrieval_before_after") == [
         ((results, tmp_path / "figures" / "training_retrieval.png"), {})]
     assert calls.called("load_runs") == [(([tmp_path / "runs/one"],), {})]
-    assert calls.called("flat_families") == [(({"loaded": [tmp_path / "runs/one"]},), {})]
+    assert calls.called("flat_families") == [
+        (([(f"loaded {[tmp_path / 'runs/one']}", records)],), {})]
     assert calls.called("training_sentence") == [((
         results["unseen_classes_before"], results["unseen_classes_after"],
         results["seen_classes_held_out_before"], results["seen_classes_held_out_after"]), {})]
@@ -500,7 +503,9 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
     assert lines.index("TRAINING 4") > lines.index("| mAP | 0.050 | 0.250 | 0.123 | 0.700 |")
     assert _figures(markdown) == ["figures/training_retrieval.png", "figures/p_share.png",
                                   "figures/ad_split.png"]  # fmt: skip
-    assert "![The Monitor's log of this run: P_SHARE](figures/p_share.png)" in lines
+    # each figure of the run captioned from the run's logged steps
+    assert "![P_SHARE of 2 steps](figures/p_share.png)" in lines
+    assert "![AD_SPLIT of 2 steps](figures/ad_split.png)" in lines
     flat_at = lines.index("Flat over the whole run, so not drawn:")
     assert lines[flat_at:] == ["Flat over the whole run, so not drawn:", "",
                                "- FLAT ONE is 0 throughout.", "- FLAT TWO is 1 throughout."]

@@ -1,0 +1,89 @@
+"""The captions of the Monitor's figures in the report, read from hand-made logged records:
+each says what to read and quotes the run's own numbers; the counts of the sigmoid's operating
+region are said to stop measuring gradient flow where the loss stays about 0.
+
+Every number expected here is written out by hand from the records below."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradlab.plotting.monitor import FAMILIES
+from gradlab.report.monitor_captions import LOW_LOSS, low_loss_step, monitor_figure_caption
+
+
+def _run(losses, **series):
+    """Records at steps 0, 2, 4, ... with these losses and other keys' values."""
+    return [{"step": 2 * index, "loss": loss, **{k: v[index] for k, v in series.items()}}
+            for index, loss in enumerate(losses)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("losses", "expected"), [
+    ([0.5, 1e-4, 0.01, 0.0, 1e-5], 6),  # below 1e-3 from step 6 to the end
+    ([0.5, 1e-4, 0.0, 1e-5], 2),
+    ([0.5, 0.1, 0.0, 0.002], None),  # the last loss is above: never stays low
+    ([0.5, 0.1, 0.0], None),  # one low step alone is not a stretch
+    ([1e-4, 0.0], 0),
+])  # fmt: skip
+def test_the_low_loss_step_is_where_the_loss_stays_below_the_threshold(losses, expected):
+    assert LOW_LOSS == 1e-3
+    assert low_loss_step(_run(losses)) == expected
+
+
+def test_a_low_loss_step_skips_steps_that_did_not_log_the_loss():
+    records = [{"step": 0, "loss": 0.5}, {"step": 2, "loss": 1e-4}, {"step": 3, "p_seed": 0.2},
+               {"step": 4, "loss": 0.0}, {"step": 6, "loss": float("nan")}]  # fmt: skip
+    assert low_loss_step(records) == 2
+
+
+def test_every_family_caption_says_what_to_read_and_quotes_first_and_last_values():
+    records = _run([0.4, 0.1], smooth_ap=[0.55, 0.875], exact_ap=[0.6, 0.9])
+    caption = monitor_figure_caption("relaxation_gap", records)
+    title = FAMILIES["relaxation_gap"][0]
+    assert caption.startswith(f"The Monitor's log of this run: {title}. ")
+    assert caption.endswith("Smooth AP 0.55 at step 0, 0.875 at step 2; exact AP 0.6 at step 0, "
+                            "0.9 at step 2.")  # fmt: skip
+    assert len(caption) > len(title) + 120  # a reading sentence between title and numbers
+    loss = monitor_figure_caption("loss", _run([0.4, 0.01, 5e-4, 0.0]))
+    assert loss.endswith("loss 0.4 at step 0, 0 at step 6. From step 4 on it stays below 0.001.")
+    # the families of the full preset each have a reading beyond their title and numbers
+    for family in ("loss", "embeddings", "embedding_gradients", "operating_region",
+                   "decomposition", "decomposition_shape", "gradient_count_mean",
+                   "relaxation_gap", "relaxation_gap_difference", "anatomy_active_negatives",
+                   "anatomy_hardness", "anatomy_without_gradient", "geometry",
+                   "geometry_collapse", "margins", "margin_violations"):  # fmt: skip
+        bare = f"The Monitor's log of this run: {FAMILIES[family][0]}."
+        assert len(monitor_figure_caption(family, [{"step": 0}])) > len(bare) + 20, family
+
+
+def test_the_operating_region_counts_are_said_to_stop_measuring_gradient_flow_at_low_loss():
+    records = _run(
+        [0.3, 0.02, 4e-4, 0.0, 1e-6],
+        p_seed=[0.7, 0.3, 0.25, 0.21, 0.26],
+        embedding_grad_norm=[1.5, 0.2, 3e-6, 1e-9, 2e-8],
+        margin_mean=[-0.1, 0.1, 0.3, 0.45, 0.4],
+        operating_region_width=[0.099] * 5,
+        gradient_count_mean=[150.0, 60.0, 41.0, 38.0, 40.0],
+    )
+    said = ("From step 4 on (the last 3 of 5 logged steps) the loss stays below 0.001 and the "
+            "margin of the hardest positive over the hardest negative (mean over the queries) "
+            "is at least 0.3, more than the operating region's width w = 0.099. From there this "
+            "figure no longer measures gradient flow: it still reads ")  # fmt: skip
+    # the gradient norm's median over steps 4, 6, 8 (3e-6, 1e-9, 2e-8) against 1.5 at step 0
+    norm = (", while the embeddings' gradient norm has a median of 2.0e-08 there against 1.5 at "
+            "step 0.")
+    p_caption = monitor_figure_caption("operating_region", records)
+    assert p_caption.endswith(said + "P (Brown et al. 2020, suppl. Eq. 1) 0.21 to 0.26" + norm)
+    count = monitor_figure_caption("gradient_count_mean", records)
+    assert count.endswith(said + "entries per query (count) 38 to 41" + norm)
+    assert "weighted count first divides each slope by R^2" in count
+    # a run whose loss does not stay low: nothing said of it, and the loss's own caption neither
+    rising = [{**record, "loss": 0.01} if record["step"] == 8 else record for record in records]
+    assert "From step" not in monitor_figure_caption("operating_region", rising)
+    assert "From step" not in monitor_figure_caption("loss", rising)
+    # logged without the gradient norm and the margins: only the loss is quoted
+    bare = _run([0.3, 0.0, 0.0], p_seed=[0.7, 0.2, 0.25])
+    assert monitor_figure_caption("operating_region", bare).endswith(
+        "From step 2 on (the last 2 of 3 logged steps) the loss stays below 0.001. From there "
+        "this figure no longer measures gradient flow: it still reads P (Brown et al. 2020, "
+        "suppl. Eq. 1) 0.2 to 0.25.")
