@@ -98,7 +98,8 @@ def _values(records: list[dict], keys: list[str]) -> str:
             (first_step, first), (last_step, last) = series[0], series[-1]
             parts.append(f"{key_label(key)} {first:.3g} at step {first_step}, {last:.3g} at "
                          f"step {last_step}")  # fmt: skip
-    return "; ".join(parts) + "." if parts else ""
+    text = "; ".join(parts)
+    return f"{text[0].upper()}{text[1:]}." if parts else ""  # "loss 0.4 ...": a sentence
 
 
 def _low_loss_sentence(records: list[dict], keys: list[str]) -> str:
@@ -145,7 +146,7 @@ def monitor_figure_caption(family: str, records: list[dict]) -> str:
     Example:
         >>> records = [{"step": 0, "loss": 0.4}, {"step": 2, "loss": 0.1}]
         >>> monitor_figure_caption("loss", records)[-34:]
-        'loss 0.4 at step 0, 0.1 at step 2.'
+        'Loss 0.4 at step 0, 0.1 at step 2.'
     """
     from gradlab.plotting.monitor import FAMILIES
 

@@ -45,7 +45,7 @@ def test_every_family_caption_says_what_to_read_and_quotes_first_and_last_values
                             "0.9 at step 2.")  # fmt: skip
     assert len(caption) > len(title) + 120  # a reading sentence between title and numbers
     loss = monitor_figure_caption("loss", _run([0.4, 0.01, 5e-4, 0.0]))
-    assert loss.endswith("loss 0.4 at step 0, 0 at step 6. From step 4 on it stays below 0.001.")
+    assert loss.endswith("Loss 0.4 at step 0, 0 at step 6. From step 4 on it stays below 0.001.")
     # the families of the full preset each have a reading beyond their title and numbers
     for family in ("loss", "embeddings", "embedding_gradients", "operating_region",
                    "decomposition", "decomposition_shape", "gradient_count_mean",
