@@ -280,32 +280,8 @@ def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
     return "; ".join(parts)
 
 
-NOTE_BOX = {"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1.5}
-"""Behind a panel's note: a line it crosses still shows, faintly, and the note stays legible."""
-NOTE_LINE_HEIGHT = 0.075
-"""Height of a line of a panel's note (9 points) as a share of a scene anatomy panel's height
-(about 2.4 inches), generously."""
-
-
-def _crossings(axis, low: float, high: float) -> int:
-    """How many of 50 points along each drawn line (its band not counted) lie
-    in the band ``low <= y <= high`` of the axes' height, over the middle 80 % of its width,
-    where a centred note of that height would cover them. The panel's limits are brought up
-    to date first: a band drawn last has not moved them yet (matplotlib scales lazily)."""
-    axis.autoscale_view()
-    to_axes = axis.transData + axis.transAxes.inverted()
-    count = 0
-    for line in axis.get_lines():
-        steps = np.asarray(line.get_xdata(), dtype=float)
-        values = np.asarray(line.get_ydata(), dtype=float)
-        if len(steps) < 2:
-            continue
-        xs = np.linspace(steps.min(), steps.max(), 50)
-        points = to_axes.transform(np.column_stack([xs, np.interp(xs, steps, values)]))
-        inside = ((points[:, 0] >= 0.1) & (points[:, 0] <= 0.9)
-                  & (points[:, 1] >= low) & (points[:, 1] <= high))  # fmt: skip
-        count += int(inside.sum())
-    return count
+NOTE_WIDTH = 60
+"""Characters per line of a scene anatomy panel's note (the series that keep one value)."""
 
 
 def _count_scale(axis) -> None:
@@ -363,21 +339,20 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                     axis.fill_between(steps, np.maximum(mean - std, 0), mean + std,
                                       color=colours[index], alpha=0.15)  # fmt: skip
             if key == "active_negatives" and axis.lines:
-                _count_scale(axis)  # the scale first: the note's place reads the lines on it
-            notes = [f"{value:g} at every step:\n{_named(names, encoders)}"
+                _count_scale(axis)
+            notes = [f"{value:g} at every step: {_named(names, encoders)}"
                      for value, names in together.items()]  # fmt: skip
-            if notes:  # in the middle of an empty panel, else at its top or bottom
-                text = "\n".join(textwrap.fill(note, 48) for note in notes)
-                height = NOTE_LINE_HEIGHT * (text.count("\n") + 1)
-                top = _crossings(axis, 0.95 - height, 0.95) <= _crossings(axis, 0.05,
-                                                                          0.05 + height)
-                axis.text(0.5, (0.95 if top else 0.05) if axis.lines else 0.5, text,
-                          transform=axis.transAxes, ha="center",
-                          va=("top" if top else "bottom") if axis.lines else "center",
-                          fontsize=9, color="0.25", bbox=NOTE_BOX)  # fmt: skip
+            text = "\n".join(textwrap.fill(note, NOTE_WIDTH, break_on_hyphens=False)
+                             for note in notes)  # "max-violation" kept whole  # fmt: skip
+            heading = f"{title} ({DIRECTION_TITLES[direction]})"
+            if notes and not axis.lines:  # an empty panel: the note in its middle covers nothing
+                axis.text(0.5, 0.5, text, transform=axis.transAxes, ha="center", va="center",
+                          fontsize=9, color="0.25")  # fmt: skip
+            elif notes:  # under the panel's title, outside the axes: it covers no line
+                heading += "\n" + text
             if not axis.lines:
                 axis.set_yticks([])
-            axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=10)
+            axis.set_title(heading, fontsize=10)
             axis.grid(alpha=0.3)
     for axis in axes[-1]:
         axis.set_xlabel("training step")

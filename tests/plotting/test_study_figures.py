@@ -91,10 +91,29 @@ def test_scene_anatomy_names_losses_that_stay_at_zero_instead_of_stacking_their_
     panel = figure.axes[2]  # queries without gradient, image -> caption
     assert {line.get_label() for line in panel.get_lines()} == {"VSE++, SmoothAP",
                                                                 "VSRN, SmoothAP"}  # fmt: skip
-    (note,) = [t.get_text().replace("\n", " ") for t in panel.texts]
+    title, note = panel.get_title().split("\n", 1)
+    assert title == "queries without gradient (image -> caption)"
+    note = note.replace("\n", " ")
     assert note.startswith("0 at every step:")
     assert "VSE++ max-violation (both encoders)" in note and "NT-Xent (both encoders)" in note
     assert len(figure.axes[0].get_lines()) == 6  # nothing coincides there: every line drawn
+    assert "\n" not in figure.axes[0].get_title()  # and nothing to note
+    # a note on a panel with lines sits under its title, outside the axes: inside, it covered
+    # the lines that ran under it
+    assert not panel.texts
+
+
+@pytest.mark.slow  # seconds of drawing
+def test_scene_anatomy_notes_a_panel_without_lines_in_its_middle(figures):
+    module.plot_scene_anatomy(_scenes(("SmoothAP", "VSE++ max-violation", "NT-Xent")), "a.png")
+    (figure,) = figures
+    panel = figure.axes[2]  # every loss at 0: nothing drawn, nothing to cover
+    assert not panel.get_lines()
+    assert panel.get_title() == "queries without gradient (image -> caption)"
+    (note,) = [t.get_text().replace("\n", " ") for t in panel.texts]
+    assert note == ("0 at every step: SmoothAP (both encoders); VSE++ max-violation (both "
+                    "encoders); NT-Xent (both encoders)")  # fmt: skip
+    assert layout_problems(figure) == []
 
 
 @pytest.mark.slow  # seconds of drawing; the test above draws the same figure
@@ -104,8 +123,9 @@ def test_scene_anatomy_names_a_single_loss_at_zero_under_both_encoders(figures):
     (figure,) = figures
     panel = figure.axes[2]
     assert len(panel.get_lines()) == 4
-    (note,) = [t.get_text().replace("\n", " ") for t in panel.texts]
-    assert note == "0 at every step: NT-Xent (both encoders)"
+    assert panel.get_title().split("\n") == ["queries without gradient (image -> caption)",
+                                             "0 at every step: NT-Xent (both encoders)"]
+    assert not panel.texts
     assert layout_problems(figure) == []
 
 
