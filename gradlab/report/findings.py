@@ -214,7 +214,7 @@ def _verification(results: dict) -> list[Finding]:
         )  # fmt: skip
         findings.append(
             Finding(
-                f"FAPPY's Lemma 1 measured over {lemma['configurations']} configurations: the "
+                f"Lemma 1 of FAPPY, measured over {lemma['configurations']} configurations: the "
                 f"gradient reaches {support} ({lemma['nonzero_share_in_bin_below']:.0%} of "
                 f"negatives in the bin below), with a {lemma['sign_of_nonzero']} value, "
                 f"{verdict}.",

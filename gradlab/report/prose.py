@@ -7,6 +7,8 @@ generated blocks of the README and the docs all call these, so they cannot disag
 
 from __future__ import annotations
 
+import re
+
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.statistics import separated
 from gradlab.functional import HARMONIC_METHODS
@@ -670,3 +672,33 @@ def pml_grouping_sentence(result: dict) -> str:
     return (f"{first}, {second}: at {largest['classes']} classes of {largest['per_class']} "
             f"(B = {largest['batch']}) it optimises another grouping, "
             f"{largest['difference_classes']:.1e} away from SmoothAP's loss.")  # fmt: skip
+
+
+ACRONYMS = {"FAPPY": "the false positive probability loss of Zhong, Li & Li"}
+"""Each short name the report uses -> what it stands for, said where the page first uses it."""
+
+
+def spelled_out(markdown: str, acronyms: dict[str, str] = ACRONYMS) -> str:
+    """``markdown`` with each of ``acronyms`` followed by its meaning, in parentheses, where the
+    page first uses it in running text: not in a heading (its anchor would change), not inside
+    a code span or a longer name (``FAPPYLoss``).
+
+    Example:
+        >>> print(spelled_out("## FAPPY\\n\\n`FAPPY` and FAPPY, then FAPPY."))
+        ## FAPPY
+        <BLANKLINE>
+        `FAPPY` and FAPPY (the false positive probability loss of Zhong, Li & Li), then FAPPY.
+    """
+    lines = markdown.split("\n")
+    for short, meaning in acronyms.items():
+        word = re.compile(rf"(?<![\w`]){re.escape(short)}(?![\w`])")
+        for index, line in enumerate(lines):
+            if line.lstrip().startswith("#"):
+                continue
+            code = [span.span() for span in re.finditer(r"`[^`]*`", line)]
+            found = next((m for m in word.finditer(line)
+                          if not any(a <= m.start() < b for a, b in code)), None)  # fmt: skip
+            if found:
+                lines[index] = f"{line[:found.end()]} ({meaning}){line[found.end():]}"
+                break
+    return "\n".join(lines)

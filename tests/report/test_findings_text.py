@@ -238,7 +238,7 @@ def test_the_verification_lines_quote_the_largest_error_the_grouping_and_the_lem
         "float64; the largest difference is 3.1e-12. ([Checks](#checks))"
     )
     assert lines[4] == (
-        "- FAPPY's Lemma 1 measured over 60 configurations: the gradient reaches the pair's bin "
+        "- Lemma 1 of FAPPY, measured over 60 configurations: the gradient reaches the pair's bin "
         "and the bin below it (88% of negatives in the bin below), with a positive value, not "
         "the value the lemma prints. ([Figure 1](#figure-1); [Checks](#checks))"
     )
@@ -246,7 +246,7 @@ def test_the_verification_lines_quote_the_largest_error_the_grouping_and_the_lem
     lines = _lines({"verification": (results, "## Checks")})
     assert len(lines) == 4
     assert lines[3] == (
-        "- FAPPY's Lemma 1 measured over 60 configurations: the gradient reaches the pair's bin "
+        "- Lemma 1 of FAPPY, measured over 60 configurations: the gradient reaches the pair's bin "
         "only (0% of negatives in the bin below), with a positive value, as the lemma states. "
         "([Checks](#checks))"
     )

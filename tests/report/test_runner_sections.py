@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -94,6 +95,34 @@ def test_the_selected_sections_run_in_the_order_given(tmp_path, monkeypatch, qui
     assert results["quick"] is False and results["device"] == "meta"
     intro = (tmp_path / "summary.md").read_text().splitlines()[2]
     assert intro == f"gradlab {gradlab.__version__}, torch {torch.__version__}, device meta."
+
+
+def test_fappy_is_spelled_out_where_the_page_first_uses_it_whichever_sections_ran(
+    tmp_path, monkeypatch, quiet
+):
+    # "FAPPY" appeared in the key findings, the audit, the verification and the losses alone
+    def section(name, text):
+        return lambda out, quick, device: ({}, f"## {name} FAPPY\n\n{text}")
+
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "audit": section("audit", "| claim | `FAPPYLoss` |\n| --- | --- |\n| a | FAPPY wins |"),
+        "losses": section("losses", "FastAP, FAPPY and Blackbox AP; FAPPY is slowest."),
+    })  # fmt: skip
+    expanded = "FAPPY (the false positive probability loss of Zhong, Li & Li)"
+    for only, first in [(["losses"], f"FastAP, {expanded} and Blackbox AP; FAPPY is slowest."),
+                        (["audit", "losses"], f"| a | {expanded} wins |")]:  # fmt: skip
+        runner.run_report(tmp_path / "-".join(only), only=only)
+        for page in ("summary.md", "index.html"):
+            text = (tmp_path / "-".join(only) / page).read_text()
+            said = text.replace("&amp;", "&")
+            assert said.count(expanded) == 1, page
+            # the headings keep their word (and their anchors); running text is spelled out
+            # at its first use, before any other bare use
+            body = [line for line in said.splitlines()
+                    if re.search(r"(?<![\w`])FAPPY(?![\w`])", line)
+                    and not line.startswith(("#", "<h", "<nav"))]  # headings, contents  # fmt: skip
+            assert expanded in body[0], (page, body[0])
+        assert first in (tmp_path / "-".join(only) / "summary.md").read_text()
 
 
 def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
