@@ -162,7 +162,9 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "In that form a positive's gradient is (A D - C B) / R^2: A is its rank among the "
         "positives and C the count of negatives ranked above it (both smoothed, R = A + C), B "
         "and D sum the sigmoid-slope-weighted differences to the other positives and to the "
-        "negatives."
+        "negatives. The figure counts an entry by its sigmoid slope alone (slope > eps) and by "
+        "Bleeker & de Rijke's weighted count, its slope divided by that R^2, the factor of "
+        "their Eq. 13 (slope / R^2 > eps)."
         f"{_saturated_text(dynamics['history'])}",
         "",
         "![Loss, P, queries with no entry of slope above eps and the AD/CB split at every step "

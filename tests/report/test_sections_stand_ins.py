@@ -34,8 +34,11 @@ from gradlab.report.sections import (
 DEFINITION = ("In that form a positive's gradient is (A D - C B) / R^2: A is its rank among the "
               "positives and C the count of negatives ranked above it (both smoothed, R = A + C), "
               "B and D sum the sigmoid-slope-weighted differences to the other positives and to "
-              "the negatives.")
-"""The AD - CB terms in words, as Bleeker & de Rijke (2022, appendix A, Eq. 8-14) define them."""
+              "the negatives. The figure counts an entry by its sigmoid slope alone (slope > eps) "
+              "and by Bleeker & de Rijke's weighted count, its slope divided by that R^2, the "
+              "factor of their Eq. 13 (slope / R^2 > eps).")
+"""The AD - CB terms in words, as Bleeker & de Rijke (2022, appendix A, Eq. 8-14) define them,
+and the weighted count the figure's "slope / R^2 > eps" stands for (their Eq. 13)."""
 
 
 def _cell(values, digits=3):
