@@ -181,7 +181,7 @@ class OperatingRegion(Quantity):
     plots = (Plot("operating_region", "Operating-region proportion P", "proportion", (
         ("p_seed", "P (Brown et al. 2020, suppl. Eq. 1)"),
         ("p_off_diagonal", "P without the diagonal"),
-        ("p_without_query", "P without the query's own row and column"),
+        ("p_without_query", "P without the query's row and column"),
         ("p_cross_modal", "P (cross-modal scores)")), zero_based=True),)  # fmt: skip
 
     def __init__(self, schedule: Schedule | None = None, eps: float = 0.005) -> None:

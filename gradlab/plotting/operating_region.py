@@ -66,7 +66,7 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
     right.set(
         xscale="log",
         xlabel="score standard deviation (cosine units)",
-        ylabel="off-diagonal proportion P",
+        ylabel="P without the diagonal",
         title="Off-diagonal P, i.i.d. Gaussian scores: erf(w / 2 sigma)",
     )
     legend_below(right, columns=3, handles=handles,

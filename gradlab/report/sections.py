@@ -135,13 +135,14 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "",
         f"At tau = 0.01 and eps = 0.005 (Brown et al., 2020) the slope exceeds eps exactly when "
         f"|D| < w = {closed['seed_setting']['width']:.4f}. The closed form of P (right panel) "
-        "leaves out a query's diagonal entry D_ii = 0, always inside the region: it is the "
-        "off-diagonal P. The other figures count it, as Eq. 1 does (the Monitor logs both: "
-        "p_seed and p_off_diagonal); it adds (1 - off-diagonal P) / m to P for m candidates "
-        "per query.",
+        "leaves out a query's diagonal entry D_ii = 0, always inside the region: it is P "
+        "without the diagonal. The other figures count it, as Eq. 1 does (the Monitor logs "
+        "both: p_seed and p_off_diagonal); it adds (1 - P without the diagonal) / m to P for m "
+        "candidates per query.",
         "",
-        "![Width of the operating region against tau, and expected off-diagonal P against the "
-        "score spread (lines) with simulations (dots)](figures/operating_region_closed_forms.png)",
+        "![Width of the operating region against tau, and the expected P without the diagonal "
+        "against the score spread (lines) with simulations (dots)]"
+        "(figures/operating_region_closed_forms.png)",
         "",
         "### P against mini-batch size (Brown et al., 2020, Fig. S7a), Smooth-AP's sampler",
         "",

@@ -99,7 +99,7 @@ def test_closed_forms_draw_expected_lines_and_simulated_markers_per_tau(drawn):
     assert len({tuple(c.get_paths()[0].vertices.ravel()) for c in right.collections}) == 2
     assert (right.get_xscale(), right.get_yscale()) == ("log", "linear")
     assert right.get_xlabel() == "score standard deviation (cosine units)"
-    assert right.get_ylabel() == "off-diagonal proportion P"
+    assert right.get_ylabel() == "P without the diagonal"
     assert right.get_title() == "Off-diagonal P, i.i.d. Gaussian scores: erf(w / 2 sigma)"
     legend = right.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["tau = 0.01", "tau = 0.1"]

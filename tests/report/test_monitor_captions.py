@@ -6,6 +6,8 @@ Every number expected here is written out by hand from the records below."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gradlab.plotting.monitor import FAMILIES
@@ -87,3 +89,18 @@ def test_the_operating_region_counts_are_said_to_stop_measuring_gradient_flow_at
         "From step 2 on (the last 2 of 3 logged steps) the loss stays below 0.001. From there "
         "this figure no longer measures gradient flow: it still reads P (Brown et al. 2020, "
         "suppl. Eq. 1) 0.2 to 0.25.")
+
+
+def test_the_variants_of_p_have_one_name_each_in_the_captions_and_the_glossary():
+    # "off-diagonal P", "P without the diagonal" and "P without the query's own row and column"
+    # named two quantities three ways across the report's text and figures
+    names = ["P (Brown et al. 2020, suppl. Eq. 1)", "P without the diagonal",
+             "P without the query's row and column"]  # fmt: skip
+    records = _run([0.5, 0.4], p_seed=[0.7, 0.3], p_off_diagonal=[0.69, 0.29],
+                   p_without_query=[0.72, 0.28])  # fmt: skip
+    caption = monitor_figure_caption("operating_region", records)
+    assert caption.endswith(f"{names[0]} 0.7 at step 0, 0.3 at step 2; {names[1]} 0.69 at step 0, "
+                            f"0.29 at step 2; {names[2]} 0.72 at step 0, 0.28 at step 2.")
+    glossary = (Path(__file__).resolve().parents[2] / "docs" / "glossary.md").read_text()
+    assert all(name in glossary for name in names[1:])
+    assert "off-diagonal P" not in glossary and "own row and column" not in caption

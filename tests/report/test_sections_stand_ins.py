@@ -373,9 +373,9 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
     assert lines[0] == "## Operating region"
     assert ("At tau = 0.01 and eps = 0.005 (Brown et al., 2020) the slope exceeds eps exactly "
             "when |D| < w = 0.0123. The closed form of P (right panel) leaves out a query's "
-            "diagonal entry D_ii = 0, always inside the region: it is the off-diagonal P. The "
+            "diagonal entry D_ii = 0, always inside the region: it is P without the diagonal. The "
             "other figures count it, as Eq. 1 does (the Monitor logs both: p_seed and "
-            "p_off_diagonal); it adds (1 - off-diagonal P) / m to P for m candidates per "
+            "p_off_diagonal); it adds (1 - P without the diagonal) / m to P for m candidates per "
             "query.") in lines
     headings = [line for line in lines if line.startswith("#")]
     assert headings == ["## Operating region",
@@ -397,7 +397,10 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
         lines[lines.index(headings[2]) + 2], lines[lines.index(headings[2]) + 4],
         "figure figures/operating_region_training_dynamics.png"]  # fmt: skip
-    assert "P against the score spread" in markdown
+    assert "P without the diagonal against the score spread" in markdown
+    # one name for each variant of P, the glossary's: P, P without the diagonal, P without the
+    # query's row and column
+    assert "off-diagonal P" not in markdown
     assert "P, queries with no entry of slope above eps and the AD/CB" in markdown
 
 
