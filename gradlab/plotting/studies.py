@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -269,13 +270,21 @@ def _coinciding(series: dict[tuple[str, str], np.ndarray]) -> dict[float, list[t
     return {value: names for value, names in groups.items() if len(names) > 1}
 
 
+BATCH_SIZE_SERIES = re.compile(r"m = \d+")
+"""How an image study names its series: one per batch size (``"m = 64"``), where the scenes'
+study has one per encoder."""
+
+
 def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
-    """'loss (both encoders)' or 'encoder, loss' for each loss, in order."""
+    """'loss (both encoders)' or 'encoder, loss' for each loss, in order; an image study's
+    series are batch sizes ('loss (both batch sizes)'), not encoders."""
     losses = list(dict.fromkeys(loss for _, loss in names))
+    kind = ("batch size" if all(BATCH_SIZE_SERIES.fullmatch(encoder) for encoder in encoders)
+            else "encoder")  # fmt: skip
     parts = []
     for loss in losses:
         own = [encoder for encoder, other in names if other == loss]
-        every = "both encoders" if len(encoders) == 2 else "every encoder"
+        every = f"both {kind}s" if len(encoders) == 2 else f"every {kind}"
         parts.append(f"{loss} ({every if len(own) == len(encoders) else ', '.join(own)})")
     return "; ".join(parts)
 

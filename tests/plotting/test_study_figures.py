@@ -139,6 +139,34 @@ def test_scene_anatomy_of_two_logged_steps_ticks_the_two_steps_only(figures):
         assert [float(t) for t in axis.get_xticks() if low <= t <= high] == [0.0, 1.0]
 
 
+def _image_anatomy(sizes: tuple[int, ...]) -> dict:
+    """An image study's anatomy: one series per batch size, one direction (each image of a
+    batch querying the others); VSE++'s max-violation keeps one active negative throughout."""
+    rng = np.random.default_rng(2)
+    shape = (1, 3)  # one seed, three logged steps
+    runs = {}
+    for size in sizes:
+        runs[f"m = {size}"] = {}
+        for loss in ("SmoothAP", "VSE++ max-violation", "NT-Xent"):
+            active = np.ones(shape) if loss == "VSE++ max-violation" else 2 + 5 * rng.random(shape)
+            runs[f"m = {size}"][loss] = {"anatomy": {"steps": [0, 1, 2], "in_batch": {
+                "active_negatives": active.tolist(),
+                "share_without_gradient": (0.1 * rng.random(shape)).tolist(),
+                "hardest_10pct_share": rng.random(shape).tolist()}}}  # fmt: skip
+    return {"seeds": [0], "runs": runs}
+
+
+@pytest.mark.slow  # seconds of drawing
+@pytest.mark.parametrize("sizes, named", [((8, 16), "both batch sizes"),
+                                          ((8, 16, 32), "every batch size")])  # fmt: skip
+def test_an_image_studys_anatomy_names_its_batch_sizes_not_encoders(figures, sizes, named):
+    # its series are batch sizes; the note read "VSE++ max-violation (both encoders)"
+    module.plot_scene_anatomy(_image_anatomy(sizes), "a.png")
+    (figure,) = figures
+    (note,) = [t.get_text().replace("\n", " ") for t in figure.axes[0].texts]
+    assert note == f"1 at every step: VSE++ max-violation ({named})"
+
+
 @pytest.fixture(scope="module")
 def losses():
     path = Path(__file__).resolve().parents[2] / "figures" / "studies" / "loss_comparison.json"
