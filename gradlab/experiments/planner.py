@@ -54,6 +54,13 @@ longer than ``TIMING_SECONDS / repeats`` is timed fewer times (at least once).""
 LONG_PASS_SECONDS = 5.0
 """A warm-up pass at least this long says so on stderr, with the passes still to come."""
 
+UNIT_ROW_TENSORS = 6
+"""``[m, d]`` float32 tensors alive together in the backward of the embeddings' scaling to
+unit rows (:func:`gradlab.functional.layouts.unit_rows`), after the scores' gradient is
+spent: the rows it saved (scaled and unit), the gradient of the unit rows, autograd's three
+temporaries of the division by the norm. Read from :class:`PeakBytes` at ``d >> m``, where
+they are the peak: ``24 m d`` bytes."""
+
 TRANSIENT_ROWS = 8
 """``[rows, C]`` float32 temporaries alive beside the block in the backward's chunk loop
 (the row slice of the scores, its differences, the ``[rows, 2, C]`` column sums, the row
@@ -246,9 +253,11 @@ def estimate_smooth_ap(
     candidates (``2 m^2``); the ``[m, d]`` unit embeddings and their gradient (``8 m d``); one
     block of ``rows x n x m`` entries (``n = k - 1`` positives per query, ``k`` with the query
     included; ``rows = budget // (n m)``, at least 1 and at most m) and
-    :data:`TRANSIENT_ROWS` ``[rows, m]`` temporaries of the chunk loop:
+    :data:`TRANSIENT_ROWS` ``[rows, m]`` temporaries of the chunk loop. Later, in the
+    backward of the scaling to unit rows, :data:`UNIT_ROW_TENSORS` ``[m, d]`` tensors are alive
+    together, which is the peak once ``d`` exceeds about ``2 m`` (``d = 2048`` at ``m = 256``):
 
-        bytes = 10 m^2 + 8 m d + 4 rows m (n + TRANSIENT_ROWS)
+        bytes = max(10 m^2 + 8 m d + 4 rows m (n + TRANSIENT_ROWS), 24 m d)
 
     A model of this implementation, checked against :class:`PeakBytes` on CPU at small sizes
     (``tests/experiments/test_planner.py``); the official code's dense ``[m, m, m]`` tensors
@@ -265,7 +274,8 @@ def estimate_smooth_ap(
     m = batch_size
     positives = per_class if include_query else per_class - 1
     rows = min(m, max(1, budget // (positives * m)))
-    return 10 * m * m + 8 * m * dim + 4 * rows * m * (positives + TRANSIENT_ROWS)
+    scores = 10 * m * m + 8 * m * dim + 4 * rows * m * (positives + TRANSIENT_ROWS)
+    return max(scores, 4 * UNIT_ROW_TENSORS * m * dim)
 
 
 PLAN_ARGUMENTS = {"loss": "loss", "batch_size": "batch size", "dim": "dim",
@@ -351,8 +361,8 @@ def plan(
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
                            f"device is ({where})")  # fmt: skip
     include = loss == "smooth_ap_query_included"
-    memory = ("estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the chunk's "
-              "block and temporaries, bytes)")  # fmt: skip
+    memory = ("estimated: memory from estimate_smooth_ap's model (the larger of 10 m^2 + 8 m d "
+              "+ the chunk's block and temporaries, and 24 m d, bytes)")  # fmt: skip
     if kind != "cpu":  # this CPU's time says nothing about another device's
         return result | {
             "peak_extra_bytes": estimate_smooth_ap(batch_size, dim, per_class, include),

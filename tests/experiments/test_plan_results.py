@@ -174,8 +174,9 @@ def test_an_estimate_scales_the_calibration_time_by_the_squared_batch_ratio(
         "device": "cpu",
         "peak_extra_bytes": estimate_smooth_ap(batch, 8, per_class, include_query=include),
         "seconds": 0.5 * 4.0,
-        "method": "estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the "
-        f"chunk's block and temporaries, bytes); time: this CPU's at m = {small}, "
+        "method": "estimated: memory from estimate_smooth_ap's model (the larger of 10 m^2 + "
+        f"8 m d + the chunk's block and temporaries, and 24 m d, bytes); time: this CPU's at "
+        f"m = {small}, "
         f"scaled by (m / {small})^2",
     }
     # a device that is not here: its memory from the model, no time (this CPU's says nothing
@@ -183,8 +184,9 @@ def test_an_estimate_scales_the_calibration_time_by_the_squared_batch_ratio(
     elsewhere = plan(loss, batch, 8, per_class=per_class, device="meta")
     assert clock.starts == 6
     assert elsewhere == {**result, "device": "meta", "seconds": None,
-                         "method": "estimated: memory from estimate_smooth_ap's model (10 m^2 + "
-                         "8 m d + the chunk's block and temporaries, bytes); time: not "
+                         "method": "estimated: memory from estimate_smooth_ap's model (the "
+                         "larger of 10 m^2 + 8 m d + the chunk's block and temporaries, and "
+                         "24 m d, bytes); time: not "
                          "estimated, no meta device here to measure"}  # fmt: skip
     # a batch below the calibration size is timed as it is
     small_plan = plan(loss, 6 * per_class, 8, per_class=per_class, estimate=True)
