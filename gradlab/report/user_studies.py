@@ -30,6 +30,7 @@ from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
 from gradlab.report.prose import apart_text, best_loss_sentence, timing_sentence
 from gradlab.report.summaries import cell
+from gradlab.validation import count_noun
 
 STUDY_FILES = {
     "p-vs-batch-size": "p_vs_batch_size.json",
@@ -111,10 +112,12 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
         f"{measurement['data']}; {measurement['model']}."
         f"{left_out_sentence(measurement.get('training_classes'))} For each m one network from "
         "the same "
-        f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
+        f"weights, {count_noun(setting['epochs'], 'epoch')} of Smooth-AP "
+        f"(tau = {measurement['tau']}) with "
         f"{measurement['per_class']} images per class; P (slope above {measurement['eps']}) "
         f"averaged over the last epoch's batches. Mean ± std (population) over "
-        f"{len(measurement['seeds'])} seed(s). P is a share of all m² score pairs, and so is "
+        f"{count_noun(len(measurement['seeds']), 'seed')}. P is a share of all m² score "
+        "pairs, and so is "
         "P minus its diagonal part: the off-diagonal pairs in the region over m² (the "
         "Monitor's p_off_diagonal divides the same pairs by m(m - 1)). The positive-negative "
         "and negative-negative columns are shares of their own kind of pair (the query left "
@@ -154,10 +157,11 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
         f"{left_out_sentence(config.get('training_classes'), evaluated=True)} The same "
         "initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
-        f"{config['steps']} Adam steps for every loss; retrieval on the {config['test_data']}, "
+        f"{count_noun(config['steps'], 'Adam step')} for every loss; retrieval on the "
+        f"{config['test_data']}, "
         f"every image querying all the others (the means run over the images with another "
         f"of their class). Mean ± std (population) "
-        f"over {len(results['seeds'])} seed(s):",
+        f"over {count_noun(len(results['seeds']), 'seed')}:",
         "",
         "| loss | " + " | ".join(metrics) + " | loss fwd+bwd (ms) | training step (ms) |",
         "| --- |" + " --- |" * (len(metrics) + 2),
@@ -217,11 +221,12 @@ def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") 
         f"{config['data']}; {config['model']}."
         f"{left_out_sentence(config.get('training_classes'), evaluated=True)} Each loss trains "
         "its own network from the same "
-        f"weights on the same 4-per-class batches for {config['epochs']} epoch(s); dL/dS of the "
+        f"weights on the same 4-per-class batches for {count_noun(config['epochs'], 'epoch')}; "
+        "dL/dS of the "
         "batch's in-batch scores (each image querying the others) read by "
         "gradlab.functional.gradient_anatomy (an entry is active above 1 % of its query's "
         "largest |dL/dS|). At the last logged step, mean ± std (population) over "
-        f"{len(results['seeds'])} seed(s); MAP@R on the {config['test_data']}:",
+        f"{count_noun(len(results['seeds']), 'seed')}; MAP@R on the {config['test_data']}:",
         "",
         "| batch | loss | active negatives | queries without gradient | hardest-10 % share "
         "| MAP@R |",

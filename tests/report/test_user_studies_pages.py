@@ -113,7 +113,7 @@ def test_the_loss_table_quotes_every_loss_and_the_untrained_network_from_the_jso
             "each of 2 classes) and 7 Adam steps for every loss; retrieval on the test split "
             "(20 images), every image querying all the others (the means run over the images "
             "with another of their class). Mean ± std (population) over 3 "
-            "seed(s):"
+            "seeds:"
             ) in text  # fmt: skip
     metrics = ["recall@1", "mAP", "R-Precision", "MAP@R"]  # in the report's order
     rows = _rows(text)
@@ -166,8 +166,8 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
                                     "there")  # fmt: skip
     assert ("sop, train split (24 images, 4 classes); timm:resnet50 with a linear head to 512 "
             "dimensions, random initial weights. For each m one network from the same weights, "
-            "2 epoch(s) of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
-            "averaged over the last epoch's batches. Mean ± std (population) over 3 seed(s). P is "
+            "2 epochs of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
+            "averaged over the last epoch's batches. Mean ± std (population) over 3 seeds. P is "
             "a share of "
             "all m² score pairs, and so is P minus its diagonal part: the off-diagonal pairs in "
             "the region over m² (the Monitor's p_off_diagonal divides the same pairs by "
@@ -211,6 +211,44 @@ def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
     assert "(paired t-test over the seeds; one batch size cannot show a trend)" in text
 
 
+def _first_seed(runs):
+    """Each per-seed list of a result cut to its first seed."""
+    if isinstance(runs, dict):
+        return {key: _first_seed(value) for key, value in runs.items()}
+    return runs[:1] if isinstance(runs, list) and runs and isinstance(runs[0], list) else runs
+
+
+def test_a_run_of_one_seed_one_epoch_and_one_step_is_counted_in_the_singular():
+    # the pages read "1 epoch(s) of Smooth-AP", "over 1 seed(s)"
+    p = _p([RISING[0]])
+    p["seeds"] = [0]
+    p["settings"] = _first_seed(p["settings"])
+    p["settings"]["trained_at_m"]["epochs"] = 1
+    text = p_vs_batch_size_markdown(p, "p.png")
+    assert "same weights, 1 epoch of Smooth-AP (tau = 0.01)" in text
+    assert "Mean ± std (population) over 1 seed. P is" in text
+    losses = _losses(8)
+    losses["seeds"] = [0]
+    losses["settings"]["steps"] = 1
+    losses["before"] = {key: values[:1] for key, values in losses["before"].items()}
+    for run in losses["losses"].values():
+        run["metrics"] = {key: values[:1] for key, values in run["metrics"].items()}
+        run["loss_seconds"], run["step_seconds"] = run["loss_seconds"][:1], run["step_seconds"][:1]
+    text = loss_comparison_markdown(losses, "x.png")
+    assert "and 1 Adam step for every loss;" in text
+    assert "Mean ± std (population) over 1 seed:" in text
+    anatomy = _anatomy()
+    anatomy["seeds"] = [0]
+    anatomy["settings"]["epochs"] = 1
+    for runs in anatomy["runs"].values():
+        for run in runs.values():
+            run["recall"] = {key: values[:1] for key, values in run["recall"].items()}
+            run["anatomy"] = _first_seed(run["anatomy"])
+    text = anatomy_markdown(anatomy, "a.png")
+    assert "4-per-class batches for 1 epoch; dL/dS" in text
+    assert "mean ± std (population) over 1 seed; MAP@R" in text
+
+
 def test_the_anatomy_table_quotes_the_last_logged_step_per_batch_and_loss():
     results = _anatomy()
     text = anatomy_markdown(results, "figures/a.png", where=", yours")
@@ -218,8 +256,8 @@ def test_the_anatomy_table_quotes_the_last_logged_step_per_batch_and_loss():
                                     "2022), yours")  # fmt: skip
     assert ("cars, train split (30 images, 6 classes); resnet18 with a linear head to 32 "
             "dimensions. Each loss trains its own network from the same weights on the same "
-            "4-per-class batches for 3 epoch(s);") in text
-    assert ("At the last logged step, mean ± std (population) over 2 seed(s); MAP@R on the test "
+            "4-per-class batches for 3 epochs;") in text
+    assert ("At the last logged step, mean ± std (population) over 2 seeds; MAP@R on the test "
             "split (12 images):") in text
     rows = _rows(text)
     assert rows[0] == ["batch", "loss", "active negatives", "queries without gradient",
@@ -561,7 +599,7 @@ def test_the_anatomy_section_says_which_gradient_it_reads_and_shows():
 
     text = anatomy_markdown(_anatomy(), "figures/a.png")
     share = f"{100 * DEFAULT_RELATIVE_THRESHOLD:g}"
-    assert ("for 3 epoch(s); dL/dS of the batch's in-batch scores (each image querying the "
+    assert ("for 3 epochs; dL/dS of the batch's in-batch scores (each image querying the "
             "others) read by gradlab.functional.gradient_anatomy (an entry is active above "
             f"{share} % of its query's largest |dL/dS|). At the last logged step") in text
     assert text.split("\n")[-1] == (
