@@ -330,15 +330,11 @@ class GradlabCallback(Callback):
         if _tuner_search(trainer):  # lr_find / scale_batch_size: no training to log
             return
         options = self.options
-        last = self._last_fit
-        further = last is not None and last[0]() is trainer
+        further = self._trains_further(trainer)
         if further:  # the same Trainer trains further
-            folder = last[1]
             options = replace(options, resume=True, overwrite=False)
-        else:
-            folder = (self.log_dir if self.log_dir is not None
-                      else self._default_folder(trainer, options.resume))  # fmt: skip
-        self._refuse_a_twin(trainer, Path(folder))
+        folder = self._folder(trainer)
+        self._refuse_a_twin(trainer, folder)
         sinks = list(options.sinks)
         if self.forward_to_loggers:
             self._warn_logged_twice(trainer, sinks)
@@ -375,16 +371,37 @@ class GradlabCallback(Callback):
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
             )
 
+    def _trains_further(self, trainer) -> bool:
+        """Whether ``trainer`` is the Trainer of this callback's last fit (trained further)."""
+        last = self._last_fit
+        return last is not None and last[0]() is trainer
+
+    def _folder(self, trainer) -> Path:
+        """The folder this callback's Monitor takes in a fit of ``trainer``: its last fit's
+        when the same Trainer trains further, else ``log_dir`` or the default folder."""
+        if self._trains_further(trainer):
+            return self._last_fit[1]
+        if self.log_dir is not None:
+            return Path(self.log_dir)
+        return self._default_folder(trainer, self.options.resume)
+
     def _refuse_a_twin(self, trainer, folder: Path) -> None:
-        """Refuse a second callback of ``trainer`` writing to the folder of one set up before
-        it (its Monitor failed at the first step, on the other's lock), or forwarding to the
-        Trainer's loggers under the same prefix (the loggers got two values of each key at one
-        step, silently)."""
+        """Refuse two callbacks of ``trainer`` writing to one folder (the second's Monitor
+        failed at the first step, on the other's lock), or forwarding to the Trainer's loggers
+        under one prefix (the loggers got two values of each key at one step, silently).
+        Checked against every other callback of the Trainer, those not set up yet included
+        (with the folder their own setup would take), so the first of the two refuses before
+        its Monitor opens: nothing is written, and the fit with the clash mended runs."""
         for other in getattr(trainer, "callbacks", None) or []:
-            if (not isinstance(other, GradlabCallback) or other is self
-                    or other.monitor is None or other._trainer is not trainer):  # fmt: skip
+            if not isinstance(other, GradlabCallback) or other is self:
                 continue
-            if Path(other.monitor.log_dir).resolve() == folder.resolve():
+            if other.monitor is not None and other._trainer is trainer:  # set up before this
+                other_folder = Path(other.monitor.log_dir)
+            elif other.monitor is None:  # set up after this one (or closed: its next folder)
+                other_folder = other._folder(trainer)
+            else:  # another Trainer's
+                continue
+            if other_folder.resolve() == folder.resolve():
                 raise GradlabError(
                     f"trainer already holds a GradlabCallback writing to "
                     f"{str(folder.resolve())!r}; one folder takes one Monitor: watch every loss "

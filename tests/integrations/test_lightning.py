@@ -197,6 +197,28 @@ def test_two_callbacks_forwarding_under_one_prefix_are_refused_and_under_two_bot
         assert [int(row["step"]) for row in rows if row.get(key)] == [0, 1]
 
 
+@pytest.mark.parametrize("clash", ["folder", "prefix"])
+def test_two_clashing_callbacks_write_nothing_and_the_corrected_fit_runs(tmp_path, clash):
+    # the refusal came at the second callback's setup, after the first had opened its Monitor:
+    # the first folder kept a header, so the fit rerun with the second callback corrected was
+    # refused again, now as a folder that holds a run
+    first = GradlabCallback(tmp_path / "a", preset="cheap", every=1)
+    second = GradlabCallback(tmp_path / ("a" if clash == "folder" else "b"),
+                             prefix="gradlab_2/" if clash == "folder" else "gradlab/",
+                             preset="cheap", every=1)  # fmt: skip
+    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first, second])
+    with pytest.raises(GradlabError, match="trainer already holds a GradlabCallback"):
+        trainer.fit(LitRetrieval(_two_losses(first, second)), loader(2))
+    assert trainer.global_step == 0
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # nothing written
+    first = GradlabCallback(tmp_path / "a", preset="cheap", every=1)  # the same first callback
+    second = GradlabCallback(tmp_path / "c", prefix="gradlab_2/", preset="cheap", every=1)
+    trainer = quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first, second])
+    trainer.fit(LitRetrieval(_two_losses(first, second)), loader(2))
+    for name in ("a", "c"):
+        assert [r["step"] for r in read_jsonl(tmp_path / name / "metrics.jsonl")[1]] == [0, 1]
+
+
 def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), fail_at=5)
