@@ -1237,12 +1237,33 @@ def fit_width(figure, make_legend: Callable[[int], Legend], columns: int) -> Leg
 
 def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
     """One colour per run and one line style per key (several runs); one style per key (one).
-    Runs that log none of ``keys`` (runs with other quantities) are not named."""
+    Runs that log none of ``keys`` (runs with other quantities) get no colour entry: the last
+    entry names them (:func:`_not_logged_handles`)."""
     if len(runs) == 1:
         return _key_handles(keys, False, labels, covered_keys(keys, runs[0][1]))
     drawn = [handle for handle, (_, records) in zip(_run_handles(runs), runs, strict=True)
-             if any(key in record for record in records for key in keys)]  # fmt: skip
-    return drawn + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
+             if _logs_any(records, keys)]  # fmt: skip
+    return (drawn + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
+            + _not_logged_handles(keys, runs))  # fmt: skip
+
+
+NOT_LOGGED_LABEL = "not logged by: {}"
+"""The legend entry of a figure (or overview panel) that names the overlaid runs logging none
+of its keys (a loss that cannot serve the quantity: its header's ``not_logged`` says why)."""
+
+
+def _logs_any(records: list[dict], keys: list[str]) -> bool:
+    return any(key in record for record in records for key in keys)
+
+
+def _not_logged_handles(keys: list[str], runs: list[Run]) -> list[Line2D]:
+    """An entry without a line naming the runs of an overlay that log none of ``keys``: they
+    are missing from the figure, and the overview's legend of runs names them."""
+    absent = [name for name, records in runs if not _logs_any(records, keys)]
+    if len(runs) < 2 or not absent:
+        return []
+    return [Line2D([], [], linestyle="none",
+                   label=_verbatim(NOT_LOGGED_LABEL.format(", ".join(absent))))]  # fmt: skip
 
 
 def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS,
@@ -1258,7 +1279,7 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
         keyed = len(keys) > 1 or len(runs) == 1  # else the runs' legend names the one key
         covered = covered_keys(keys, runs[0][1]) if len(runs) == 1 else set()
         handles = (_key_handles(keys, len(runs) > 1, labels, covered) if keyed else []) + (
-            _band_handles(axis) + _not_finite_handles(axis))  # fmt: skip
+            _band_handles(axis) + _not_finite_handles(axis) + _not_logged_handles(keys, runs))
         if handles:
             axis.legend(handles=handles,
                         fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),

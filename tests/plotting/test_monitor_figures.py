@@ -566,6 +566,24 @@ def test_the_overview_of_several_runs_names_the_runs_once(tmp_path, monkeypatch)
     _close(figures)
 
 
+def test_a_run_that_logs_none_of_a_familys_keys_is_named_in_its_legends(tmp_path, monkeypatch):
+    # a pytorch-metric-learning loss on LpDistance logs no anatomy: overlaid with runs that do,
+    # it was missing from their figures and overview panels without a word, while the
+    # overview's legend of runs named it
+    runs = [_run(tmp_path / "a", loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED),
+            _run(tmp_path / "b", loss=LOSS), _run(tmp_path / "c", loss=LOSS, p_seed=P_SEED)]
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    assert _legend_texts(figures["operating_region"].axes[0].get_legend()) == [
+        "a", "c", "P (Brown et al. 2020, suppl. Eq. 1)", "P without the diagonal",
+        "not logged by: b"]
+    assert _legend_texts(figures["loss"].axes[0].get_legend()) == ["a", "b", "c"]
+    loss_panel, p_panel = figures["overview"].axes
+    assert loss_panel.get_legend() is None  # every run logs the loss
+    assert _legend_texts(p_panel.get_legend()) == [
+        "P (Brown et al. 2020, suppl. Eq. 1)", "P without the diagonal", "not logged by: b"]
+    _close(figures)
+
+
 def test_identical_runs_mark_different_steps_and_few_of_them(tmp_path):
     steps = 12 * monitor_plots.MARKS
     runs = load_runs([_run(tmp_path / name, loss=[1 / (s + 1) for s in range(steps)])
