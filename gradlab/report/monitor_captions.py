@@ -4,14 +4,16 @@ Rendering only: each caption is worded from the run's logged records (the ``metr
 :class:`gradlab.monitor.Monitor` wrote, as :func:`gradlab.plotting.monitor.load_runs` reads it);
 no number is typed here. A family's caption is its figure title, a sentence on what to read
 from it, the first and last logged value of each drawn series and, for the counts of the
-sigmoid's operating region, where the loss has reached about 0 and those counts stop
-measuring gradient flow.
+sigmoid's operating region, where the loss has reached about 0 and those counts describe
+pairs the loss has already ordered.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+
+from gradlab.plotting.monitor import FAMILIES, key_label
 
 LOW_LOSS = 1e-3
 """A loss below which a SmoothAP run is said to have reached about 0 (1 - mean smooth AP: every
@@ -89,8 +91,6 @@ def low_loss_step(records: list[dict], threshold: float = LOW_LOSS) -> int | Non
 
 def _values(records: list[dict], keys: list[str]) -> str:
     """Each drawn key's first and last logged value, with their steps."""
-    from gradlab.plotting.monitor import key_label
-
     parts = []
     for key in keys:
         series = _series(records, key)
@@ -106,8 +106,6 @@ def _low_loss_sentence(records: list[dict], keys: list[str]) -> str:
     """Where the loss stays about 0, with the logged margin that puts the positive-negative
     differences outside the operating region, and what the figure still reads there against
     the logged gradient norm; "" when the loss never stays that low."""
-    from gradlab.plotting.monitor import key_label
-
     step = low_loss_step(records)
     if step is None:
         return ""
@@ -127,9 +125,10 @@ def _low_loss_sentence(records: list[dict], keys: list[str]) -> str:
         values = [value for _, value in _series(since, key)]
         if values:
             ranges.append(f"{key_label(key)} {min(values):.3g} to {max(values):.3g}")
-    second = " From there this figure no longer measures gradient flow"
+    second = (" There every batch is ranked almost perfectly (mean smooth AP above "
+              f"{1 - LOW_LOSS:g}), so this figure counts pairs the loss has already ordered")
     if ranges:
-        second += f": it still reads {'; '.join(ranges)}"
+        second += f": it reads {'; '.join(ranges)}"
     norms = [value for _, value in _series(since, "embedding_grad_norm")]
     start = _series(records, "embedding_grad_norm")
     if norms and start:
@@ -148,8 +147,6 @@ def monitor_figure_caption(family: str, records: list[dict]) -> str:
         >>> monitor_figure_caption("loss", records)[-34:]
         'Loss 0.4 at step 0, 0.1 at step 2.'
     """
-    from gradlab.plotting.monitor import FAMILIES
-
     title, keys, _ = FAMILIES.get(family, (family.replace("_", " "), (), ""))
     parts = [f"The Monitor's log of this run: {title}.", READINGS.get(family, ""),
              _values(records, list(keys))]  # fmt: skip
