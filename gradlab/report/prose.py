@@ -680,12 +680,15 @@ ACRONYMS = {"FAPPY": "the false positive probability loss of Zhong, Li & Li"}
 
 def spelled_out(markdown: str, acronyms: dict[str, str] = ACRONYMS) -> str:
     """``markdown`` with each of ``acronyms`` followed by its meaning, in parentheses, where the
-    page first uses it in running text: not in a heading (its anchor would change), not inside
-    a code span or a longer name (``FAPPYLoss``).
+    page first uses it in running text: not in a heading (its anchor would change), not in a
+    table row (a cell names a row or column), not inside a code span or a longer name
+    (``FAPPYLoss``).
 
     Example:
-        >>> print(spelled_out("## FAPPY\\n\\n`FAPPY` and FAPPY, then FAPPY."))
+        >>> print(spelled_out("## FAPPY\\n\\n| FAPPY | 1 |\\n\\n`FAPPY` and FAPPY, then FAPPY."))
         ## FAPPY
+        <BLANKLINE>
+        | FAPPY | 1 |
         <BLANKLINE>
         `FAPPY` and FAPPY (the false positive probability loss of Zhong, Li & Li), then FAPPY.
     """
@@ -693,7 +696,7 @@ def spelled_out(markdown: str, acronyms: dict[str, str] = ACRONYMS) -> str:
     for short, meaning in acronyms.items():
         word = re.compile(rf"(?<![\w`]){re.escape(short)}(?![\w`])")
         for index, line in enumerate(lines):
-            if line.lstrip().startswith("#"):
+            if line.lstrip().startswith(("#", "|")):
                 continue
             code = [span.span() for span in re.finditer(r"`[^`]*`", line)]
             found = next((m for m in word.finditer(line)
