@@ -567,7 +567,9 @@ def normalized_std(
             first, so pass none for them).
 
     Returns:
-        A 0-d float64 tensor.
+        A 0-d float64 tensor without a graph (a measure of the detached embeddings, as
+        :func:`alignment` and :func:`uniformity` are: through the square root of a spread of
+        0, a collapsed batch's, a gradient would be NaN).
 
     Raises:
         GradlabError: a bad tensor, an empty batch, or ``norms`` of the wrong shape, dtype or
@@ -592,13 +594,15 @@ def normalized_std(
 
 
 def _normalized_std(values: torch.Tensor, norms: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`normalized_std` of checked float64 ``values`` (and ``norms``)."""
+    """:func:`normalized_std` of checked float64 ``values`` (and ``norms``), detached: a
+    measure, not a loss (no graph)."""
+    values = values.detach()
     if norms is None:
         unit = unit_rows(values)
     else:  # each row over its norm (a zero row stays zero): unit_rows's rows, bit for bit,
         # for float64 copies of narrower rows, whose norms neither overflow nor fall below
         # the 1e-12 floor that F.normalize would divide by instead
-        unit = values / norms.unsqueeze(1).clamp_min(torch.finfo(torch.float64).tiny)
+        unit = values / norms.detach().unsqueeze(1).clamp_min(torch.finfo(torch.float64).tiny)
     # two passes, as torch.std makes them, spelled out: torch's reduction over the rows of a
     # row-major [N, d] matrix is about 2.5x slower
     spread = unit.sub_(unit.mean(dim=0)).square_().mean(dim=0).sqrt_()
@@ -867,7 +871,8 @@ def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tenso
         candidates: ``[C, d]`` embeddings of the other (e.g. captions).
 
     Returns:
-        A 0-d float64 tensor.
+        A 0-d float64 tensor without a graph (a measure of the detached embeddings, as
+        :func:`alignment` and :func:`uniformity` are).
 
     Raises:
         GradlabError: a bad tensor, an empty batch, or widths that differ.
@@ -881,8 +886,8 @@ def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tenso
     check_shape("candidates", candidates, (candidates.shape[0], queries.shape[1]),
                 "the queries' embedding width")  # fmt: skip
     check_same_device(queries=queries, candidates=candidates)
-    first = unit_rows(queries.to(torch.float64)).mean(dim=0)
-    second = unit_rows(candidates.to(torch.float64)).mean(dim=0)
+    first = unit_rows(queries.detach().to(torch.float64)).mean(dim=0)  # a measure: no graph
+    second = unit_rows(candidates.detach().to(torch.float64)).mean(dim=0)
     return (first - second).norm()
 
 
@@ -935,8 +940,9 @@ def temperature_gradient(
         direction: ``"i2t"`` (rows are queries), ``"t2i"`` (columns) or ``"both"`` (their mean).
 
     Returns:
-        A 0-d float64 tensor; 0 when no query has a positive; NaN for a tensor ``scale``
-        outside ``[1e-30, 1e30]``.
+        A 0-d float64 tensor without a graph (a value of the detached ``scores`` and
+        ``scale``, not a loss to differentiate); 0 when no query has a positive; NaN for a
+        tensor ``scale`` outside ``[1e-30, 1e30]``.
 
     Raises:
         GradlabError: a bad tensor, shape, device, ``direction`` or number ``scale``, or a
@@ -963,7 +969,7 @@ def temperature_gradient(
         valid = (scale >= 1e-30) & (scale <= 1e30)  # the number's range; False for NaN
     else:
         scale = check_in_range("scale", scale, 1e-30, 1e30)
-    values = scores.to(torch.float64)
+    values = scores.detach().to(torch.float64)  # a value, as the detached scale is: no graph
     keep, _ = _masks(positives, candidate_mask)
     candidates = torch.ones_like(keep) if candidate_mask is None else candidate_mask
     logits = values * scale

@@ -710,6 +710,38 @@ def test_effective_rank_measures_embeddings_that_require_grad_without_a_graph(ro
     assert [value.item() for value in measured] == [value.item() for value in detached]
 
 
+def _leaf(rows, dims, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(rows, dims, generator=generator, requires_grad=True)
+
+
+_CLOSED = torch.tensor([[0.9, 0.1, -0.2], [0.3, 0.8, 0.0], [-0.1, 0.2, 0.7]], requires_grad=True)
+_SCALE = torch.tensor(14.0, requires_grad=True)
+
+
+@pytest.mark.parametrize(("measure", "inputs"), [
+    (geometry.normalized_std, lambda: (_leaf(6, 4, 1),)),
+    (geometry.normalized_std, lambda: (torch.ones(4, 3, requires_grad=True),)),  # collapsed
+    (geometry.modality_gap, lambda: (_leaf(3, 4, 2), _leaf(5, 4, 3))),
+    (geometry.modality_gap, lambda: (_leaf(3, 4, 2), _leaf(3, 4, 2).detach())),  # no gap
+    (lambda s, p: geometry.temperature_gradient(s, p, 14.0), lambda: (_CLOSED, _EYE)),
+    (lambda s, p: geometry.temperature_gradient(s, p, _SCALE, direction="both"),
+     lambda: (_CLOSED, _EYE)),
+], ids=["normalized_std", "normalized_std collapsed", "modality_gap", "modality_gap zero",
+        "temperature_gradient", "temperature_gradient tensor scale"])  # fmt: skip
+def test_the_geometry_measures_give_values_without_a_graph(measure, inputs):
+    # measures of the detached inputs, as alignment, uniformity and effective_rank are: the
+    # collapse check's gradient was NaN at the collapse it detects (sqrt of a spread of 0)
+    given = inputs()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        measured = measure(*given)
+    assert saved == []  # nothing kept for a backward
+    assert not measured.requires_grad and measured.grad_fn is None
+    detached = measure(*(value.detach() for value in given))
+    assert measured.item() == detached.item()
+
+
 @pytest.mark.parametrize("normalize", [1, "yes", None])
 def test_effective_rank_refuses_a_normalize_that_is_not_a_bool(normalize):
     with pytest.raises(GradlabError, match=r"^normalize must be True or False; got "):
