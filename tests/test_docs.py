@@ -110,6 +110,21 @@ def test_no_page_shows_a_raw_sphinx_role_or_a_fold_of_raw_markdown(site):
     assert 'href="#gradlab.monitor.Quantity"><code>Quantity</code></a>' in monitor
 
 
+@pytest.mark.slow
+def test_no_api_page_breaks_a_docstring_into_a_quote_or_raw_literals(site):
+    # a docstring line that starts with "> 0" became a block quote, and the rest of
+    # symbolic_equality's text showed its ``literals`` raw, code and prose swapped
+    broken = []
+    for page in (site / "api").rglob("index.html"):
+        html = page.read_text(encoding="utf-8")
+        prose = re.sub(r"<pre.*?</pre>|<code>.*?</code>", "", html, flags=re.DOTALL)
+        broken += [f"{page.relative_to(site)}: {text[:60]!r}"
+                   for text in re.findall(r"<blockquote>(.*?)</blockquote>", prose, re.DOTALL)]
+        broken += [f"{page.relative_to(site)}: {prose[max(0, m.start() - 40):m.end() + 20]!r}"
+                   for m in re.finditer("``", prose)]
+    assert broken == []
+
+
 def test_the_site_hooks_parse_folds_and_turn_roles_into_references():
     page = SimpleNamespace(file=SimpleNamespace(src_uri="api/monitor.md"))
     markdown = "a\n<details><summary>Per module</summary>\n\n- `x`\n</details>\n<details>\n"

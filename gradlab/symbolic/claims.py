@@ -1026,12 +1026,13 @@ def symbolic_equality(
     floats are taken as the rationals they store. The default points draw each symbol as a
     fraction ``p / q`` (``p`` up to 97, ``q`` up to 13) with the sign its declaration allows:
     positive for a symbol declared positive or nonnegative and for an undeclared one (ranks,
-    counts, temperatures; a detail that rests on these points names such a symbol, ``x drawn
-    > 0: no sign declared``, as does a witness where it is positive), negative for one declared
-    negative or nonpositive, and either sign at random for one declared ``real=True`` alone
-    (scores and logits: declare them so); a symbol declared ``integer=True`` (a count, an
-    index) takes the integer ``p`` alone; a symbol of either sign is also divided by a power of
-    ten up to 10^4 (:data:`SCALES`), so that some points lie near 0. Each threshold in one
+    counts, temperatures; a detail that rests on these points names such a symbol,
+    ``x drawn > 0: no sign declared``, as does a witness where it is positive), negative for
+    one declared negative or nonpositive, and either sign at random for one declared
+    ``real=True`` alone (scores and logits: declare them so); a symbol declared
+    ``integer=True`` (a count, an index) takes the integer ``p`` alone; a symbol of either
+    sign is also divided by a power of ten up to 10^4 (:data:`SCALES`), so that some points lie
+    near 0. Each threshold in one
     symbol (a ``Piecewise`` condition, the crossing of two arguments of a ``Min`` or ``Max``,
     the kink of an ``Abs``) adds points at it and just either side of it, for an integer symbol
     the integers at and beside it (the floors and ceilings of the threshold and of it plus and
