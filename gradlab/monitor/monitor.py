@@ -133,7 +133,11 @@ def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
 
 
 class Monitor:
-    """Log SmoothAP gradient diagnostics during training (see the module docstring).
+    """Log the gradient diagnostics of a watched loss, any loss, while training runs.
+
+    ``monitor.watch(loss_fn)`` returns the loss to train with, ``monitor.step()`` after each
+    optimizer step logs the due quantities, ``monitor.close()`` (or a ``with`` block) ends the
+    run. The documentation's Monitor page says what each quantity logs and how a step is read.
 
     Runs never merge: a ``log_dir`` that already holds a run is refused unless ``resume=True``
     (steps go on from its last record) or ``overwrite=True``; one Monitor writes into a folder
