@@ -121,8 +121,17 @@ def test_no_api_page_breaks_a_docstring_into_a_quote_or_raw_literals(site):
         broken += [f"{page.relative_to(site)}: {text[:60]!r}"
                    for text in re.findall(r"<blockquote>(.*?)</blockquote>", prose, re.DOTALL)]
         broken += [f"{page.relative_to(site)}: {prose[max(0, m.start() - 40):m.end() + 20]!r}"
-                   for m in re.finditer("``", prose)]
+                   for m in re.finditer("``|::</p>", prose)]  # "Usage::" as typed
     assert broken == []
+
+
+def test_the_site_hooks_show_a_literal_block_marker_as_one_colon():
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="api/integrations.md"))
+    html = ('<p>Usage::</p>\n<div class="highlight"><pre>x</pre></div>'
+            "<p>a::b and c::</p><p>next</p>")
+    assert docs_hooks.on_page_content(html, page, None, None) == (
+        '<p>Usage:</p>\n<div class="highlight"><pre>x</pre></div>'
+        "<p>a::b and c::</p><p>next</p>")  # no code block follows: left as written
 
 
 def test_the_site_hooks_parse_folds_and_turn_roles_into_references():

@@ -83,6 +83,13 @@ def _api_module(src_uri: str) -> str | None:
     return "gradlab" if stem == "gradlab" else f"gradlab.{stem}"
 
 
+_LITERAL_MARK = re.compile(r"::</p>(\s*<div class=\"highlight\">)")
+"""reST's literal-block marker (``Usage::``) at the end of a paragraph that a code block
+follows: Markdown renders the indented block as code already and shows the ``::`` as typed."""
+
+
 def on_page_content(html: str, page, config, files) -> str:
-    """The API pages' Sphinx roles as cross-references (:func:`_roles_as_references`)."""
+    """The API pages' Sphinx roles as cross-references (:func:`_roles_as_references`), and a
+    paragraph's ``::`` before a code block as one colon, as Sphinx shows it."""
+    html = _LITERAL_MARK.sub(r":</p>\1", html)
     return _roles_as_references(html, _api_module(page.file.src_uri))
