@@ -13,7 +13,7 @@ What it does:
   ``<trainer.log_dir>/gradlab_logs`` (``<trainer.log_dir>/gradlab_logs/<run id>`` for loggers
   such as W&B and MLflow whose folder is not per run, often the working directory: a folder
   named ``gradlab`` there would shadow the package on the next run). Rank 0 chooses the folder
-  and broadcasts it.
+  and broadcasts it. :attr:`GradlabCallback.run_dir` names it, during the fit and after.
 * The watched loss feeds the Monitor during training only (validation and test calls are passed
   straight through), and the Monitor steps once per optimizer step
   (``on_before_optimizer_step`` of the first optimizer: after backward, so the gradient of the
@@ -211,6 +211,16 @@ class GradlabCallback(Callback):
         self._last_fit: tuple[weakref.ref, Path] | None = None
         self._restored = False  # a copy unpickled with a checkpoint, never set up since
         self._synced_step: int | None = None  # the Trainer's step last given to the Monitor
+        self._run_dir: Path | None = None  # the folder of the last fit's Monitor
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The folder of the run this callback writes or last wrote: the Monitor's ``log_dir``
+        of the latest fit (``log_dir`` when given, else the default folder it chose, such as
+        ``<default_root_dir>/gradlab_logs/version_1``), kept after the fit ends; ``None``
+        before a fit opened a Monitor. Pass it to ``gradlab plot`` or
+        :func:`gradlab.monitor.read_jsonl` (``run_dir / "metrics.jsonl"``)."""
+        return self._run_dir
 
     def __getstate__(self) -> dict:
         """Pickled without its Monitor (open files) and its Trainer: a checkpoint's
@@ -345,6 +355,7 @@ class GradlabCallback(Callback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self._last_fit = (weakref.ref(trainer), Path(folder))
+        self._run_dir = Path(self.monitor.log_dir)
         step = int(getattr(trainer, "global_step", 0))
         if further and self.monitor.step_count > step:
             # the Trainer's step lags the run's: a raw optimizer (manual optimization) never

@@ -19,11 +19,13 @@ score matrix, :mod:`gradlab.integrations.sentence_transformers`)::
 What it does:
 
 * ``on_train_begin`` opens a :class:`gradlab.Monitor` in ``log_dir``, by default
-  ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`). Its steps are the Trainer's
-  ``global_step`` after each optimizer step (1, 2, ...), the numbers ``state.log_history``
-  uses. Without an ``every`` option the Monitor logs on the Trainer's logging steps
-  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch, and
-  ``max_steps`` when it cuts an epoch short; and step 1 with ``logging_first_step``).
+  ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`;
+  :attr:`GradlabTrainerCallback.run_dir` names it, during training and after). Its steps are
+  the Trainer's ``global_step`` after each optimizer step (1, 2, ...), the numbers
+  ``state.log_history`` uses. Without an ``every`` option the Monitor logs on the Trainer's
+  logging steps (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each
+  epoch, and ``max_steps`` when it cuts an epoch short; and step 1 with
+  ``logging_first_step``).
 * The watched loss feeds the Monitor only inside a training step (between ``on_step_begin`` and
   ``on_step_end``): evaluation calls are passed straight through. The Monitor steps once per
   optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
@@ -283,7 +285,17 @@ class GradlabTrainerCallback(TrainerCallback):
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys of the Trainer's logs that the record has too
         self._warned_unattached = False
+        self._run_dir: Path | None = None  # the folder of the last train()'s Monitor
         _CALLBACKS.add(self)
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The folder of the run this callback writes or last wrote: the Monitor's ``log_dir``
+        of the latest ``train()`` (``log_dir`` when given, else
+        ``<args.output_dir>/gradlab_logs``), kept after training ends; ``None`` before a
+        ``train()`` opened a Monitor. Pass it to ``gradlab plot`` or
+        :func:`gradlab.monitor.read_jsonl` (``run_dir / "metrics.jsonl"``)."""
+        return self._run_dir
 
     # --- wiring --------------------------------------------------------------------------------
 
@@ -561,6 +573,7 @@ class GradlabTrainerCallback(TrainerCallback):
                 "fails): close it with that_callback.monitor.close(), or give this callback "
                 "another folder"
             ) from error
+        self._run_dir = Path(self.monitor.log_dir)
         self._warn_twice_reported(args)
         warn_overwrite_on_resumed_trainer(type(self).__name__, self.monitor,
                                           int(state.global_step), FRAMEWORK_PACKAGES)  # fmt: skip

@@ -262,6 +262,28 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
         assert [r["step"] for r in records] == [0, 1]
 
 
+def test_run_dir_names_the_folder_each_fit_wrote_and_stays_after_the_fit(tmp_path):
+    # after fit, monitor was None and log_dir None (the default folder): nothing said where
+    # the run went, version_1 here
+    (tmp_path / DEFAULT_FOLDER / "version_0").mkdir(parents=True)  # an earlier run's
+    chosen = GradlabCallback(tmp_path / "mine", preset="cheap", every=1)
+    expected = {"logger=None": tmp_path / DEFAULT_FOLDER / "version_1",
+                "csv": tmp_path / "csv" / "lightning_logs" / "version_0" / DEFAULT_FOLDER,
+                "log_dir": tmp_path / "mine"}  # fmt: skip
+    for name, folder in expected.items():
+        callback = chosen if name == "log_dir" else GradlabCallback(preset="cheap", every=1)
+        assert callback.run_dir is None  # no fit yet
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        options = ({"logger": CSVLogger(tmp_path / "csv")} if name == "csv"
+                   else {"fast_dev_run": 2})  # fmt: skip
+        quiet_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path,
+                      **options).fit(module, loader(2))  # fmt: skip
+        assert callback.monitor is None, name
+        assert callback.run_dir == folder, name
+        _, records = read_jsonl(callback.run_dir / "metrics.jsonl")
+        assert [r["step"] for r in records] == [0, 1], name
+
+
 def _fit_from_checkpoint(tmp_path, max_steps: int, checkpoint, kept, **options):
     """A checkpointing fit into ``tmp_path / "run"`` (from ``checkpoint``, if given): the trainer
     and the warnings whose message ``kept`` keeps."""

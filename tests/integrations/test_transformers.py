@@ -85,6 +85,18 @@ def test_the_same_keys_and_steps_in_metrics_jsonl_and_in_the_trainer_history(tmp
     assert any(key.startswith("anatomy_i2t_") for key in records[0])  # dL/dS was read
 
 
+def test_run_dir_names_the_folder_training_wrote_and_stays_after_it(tmp_path):
+    # after train(), monitor was None and log_dir None (the default folder): nothing named it
+    for given, folder in ((None, tmp_path / "out" / "gradlab_logs"),
+                          (tmp_path / "mine", tmp_path / "mine")):  # fmt: skip
+        callback = GradlabTrainerCallback(given, preset="cheap")
+        assert callback.run_dir is None  # not trained yet
+        train(tmp_path, callback, max_steps=2)
+        assert callback.monitor is None and callback.run_dir == folder
+        _, records = read_jsonl(callback.run_dir / "metrics.jsonl")
+        assert [record["step"] for record in records] == [1, 2]
+
+
 def test_the_parameters_are_bit_identical_with_and_without_the_callback(tmp_path):
     watched = train(tmp_path / "a", GradlabTrainerCallback(preset="full"))
     plain = train(tmp_path / "b")
