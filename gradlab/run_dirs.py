@@ -26,6 +26,12 @@ one's own that the new logs do not hold), and a glob of run folders that matches
 leaves it out (``gradlab plot``)."""
 
 
+CALLBACK_FOLDER = "gradlab_logs"
+"""The folder that gradlab's training callbacks put the Monitor's run in, under the trainer's
+own (``<trainer.log_dir>/gradlab_logs``, ``<args.output_dir>/gradlab_logs``): it names no run,
+so ``gradlab plot`` labels such a run by the folders around it."""
+
+
 def run_folder(path: str | Path) -> Path:
     """The run folder of ``path``: the folder itself, or the folder of a ``metrics.jsonl`` file.
 
@@ -52,7 +58,8 @@ def check_runs_and_labels(
     Args:
         run_dirs: the run folders (or their ``metrics.jsonl``), a non-empty list, each run once
             (a folder and its ``metrics.jsonl`` count as one).
-        labels: one non-empty label per run, no two alike, or None (the folder names).
+        labels: one non-empty label per run, no two alike, or None (the folder names, see
+            :func:`gradlab.plotting.monitor.load_runs`).
         runs_argument: how the error names ``run_dirs`` (``gradlab plot`` says ``RUN_DIR``).
         labels_argument: how the error names ``labels`` (``gradlab plot`` says ``--label``).
 

@@ -59,6 +59,7 @@ from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import TRAINER_PACKAGES, Monitor
 from gradlab.monitor.sinks import Sink, scalars, sink_kinds
 from gradlab.monitor.watched import watched_like, watching_call
+from gradlab.run_dirs import CALLBACK_FOLDER
 
 try:
     from lightning.pytorch import Callback
@@ -69,7 +70,7 @@ except ImportError as error:  # pragma: no cover - exercised by a subprocess tes
 
 __all__ = ["DEFAULT_FOLDER", "GradlabCallback", "TrainerLoggersSink"]
 
-DEFAULT_FOLDER = "gradlab_logs"
+DEFAULT_FOLDER = CALLBACK_FOLDER
 """The Monitor's folder under ``trainer.log_dir`` (never ``gradlab``: it would shadow the
 package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
 

@@ -79,6 +79,7 @@ from gradlab.monitor.lock import held_here
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars, sink_kinds
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
+from gradlab.run_dirs import CALLBACK_FOLDER
 from gradlab.validation import check_bool, check_positive_int
 
 try:
@@ -90,7 +91,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
 
 __all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback", "LoggingSteps", "LossForward"]
 
-DEFAULT_FOLDER = "gradlab_logs"
+DEFAULT_FOLDER = CALLBACK_FOLDER
 """The Monitor's folder under ``args.output_dir``."""
 
 REPORTING_MODULE = "transformers.integrations"

@@ -53,6 +53,7 @@ from gradlab.plotting.style import (
     step_axis,
 )
 from gradlab.run_dirs import (  # public here too, as before
+    CALLBACK_FOLDER,
     FIGURE_LIST,
     check_run_dirs,
     check_runs_and_labels,
@@ -363,6 +364,11 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     A run may be given as its ``metrics.jsonl`` instead of its folder (:func:`run_folder`).
 
     A log without a logged step yet is left out with a warning when another run has steps.
+    Without ``labels`` a run is named by its folder, or by its path below the runs' common
+    parent where two folders share a name; the ``gradlab_logs`` folder of gradlab's callbacks
+    is named by the folders around it, leaving out those every such run has at one place from
+    its end (``out1/csv/version_0/gradlab_logs`` beside ``out2/csv/version_0/gradlab_logs`` is
+    ``out1``). Labels are never alike.
 
     Raises:
         GradlabError: a folder without ``metrics.jsonl``, logs none of which holds a record, a
@@ -1304,13 +1310,30 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
 
 
 def _default_labels(paths: list[Path]) -> list[str]:
-    names = [path.resolve().name for path in paths]
-    if len(set(names)) == len(names):
+    """The runs' legend labels when none are given: each folder's name, or for folders of one
+    name their paths below the common parent. A callback's :data:`CALLBACK_FOLDER` names no
+    run and is left out (``out/csv/version_0/gradlab_logs`` is ``version_0``); of runs that are
+    all a callback's, the folders that every path has at one place from its end are left out
+    too (the logger's name, a ``version_0`` of each), so ``out1/csv/version_0/gradlab_logs``
+    beside ``out2/csv/version_0/gradlab_logs`` is ``out1``. Where leaving a folder out would
+    give two runs one label, the paths below the common parent are the labels."""
+    resolved = [path.resolve() for path in paths]
+    names = [next((part for part in reversed(path.parts) if part != CALLBACK_FOLDER), path.name)
+             for path in resolved]  # fmt: skip
+    if len(set(names)) == len(names) or len(paths) < 2:
         return names
-    if len(paths) > 1:
-        base = Path(os.path.commonpath([str(path.resolve()) for path in paths]))
-        return [str(path.resolve().relative_to(base)) for path in paths]
-    return names
+    base = Path(os.path.commonpath([str(path) for path in resolved]))
+    below = [path.relative_to(base).parts for path in resolved]
+    kept = [[part for part in parts if part != CALLBACK_FOLDER] for parts in below]
+    if all(CALLBACK_FOLDER in path.parts for path in resolved):
+        shared = {back for back in range(1, min(map(len, kept)) + 1)
+                  if len({parts[-back] for parts in kept}) == 1}  # fmt: skip
+        kept = [[part for back, part in enumerate(reversed(parts), 1) if back not in shared][::-1]
+                for parts in kept]  # fmt: skip
+    labels = [str(Path(*parts)) if parts else "" for parts in kept]
+    if all(labels) and len(set(labels)) == len(labels):
+        return labels
+    return [str(Path(*parts)) for parts in below]
 
 
 LARGEST_DRAWN = 1e300

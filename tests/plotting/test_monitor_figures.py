@@ -103,6 +103,35 @@ def test_folders_of_one_name_are_labelled_by_their_path_below_the_common_parent(
     assert [label for label, _ in runs] == ["x/run", "y/z/run"]
 
 
+@pytest.mark.parametrize(
+    ("folders", "expected"),
+    [  # the callbacks' folders: Lightning's CSV or TensorBoard logger, no logger, Hugging Face
+        (["out/csv/version_0/gradlab_logs"], ["version_0"]),
+        (["run/gradlab_logs"], ["run"]),
+        (["out1/csv/version_0/gradlab_logs", "out2/csv/version_0/gradlab_logs"],
+         ["out1", "out2"]),
+        (["out1/csv/version_0/gradlab_logs", "out1/csv/version_1/gradlab_logs",
+          "out2/csv/version_0/gradlab_logs"],
+         ["out1/version_0", "out1/version_1", "out2/version_0"]),
+        (["lightning_logs/version_0/gradlab_logs", "lightning_logs/version_1/gradlab_logs"],
+         ["version_0", "version_1"]),
+        (["a/gradlab_logs/version_0", "b/gradlab_logs/version_0"], ["a", "b"]),
+        (["tau_0.01/gradlab_logs", "tau_0.1/gradlab_logs"], ["tau_0.01", "tau_0.1"]),
+        (["x/run/gradlab_logs", "y/z/run/gradlab_logs"], ["x", "y/z"]),
+        # beside a folder of one's own, gradlab_logs alone is left out
+        (["mine/version_0", "out/gradlab_logs/version_0"], ["mine/version_0", "out/version_0"]),
+        # where leaving gradlab_logs out would make two labels one, the paths are kept
+        (["r/gradlab_logs/x", "r/x/gradlab_logs"], ["gradlab_logs/x", "x/gradlab_logs"]),
+    ],
+)
+def test_the_callbacks_folders_are_labelled_by_the_folders_that_tell_them_apart(
+    tmp_path, folders, expected
+):
+    # a Lightning run was labelled gradlab_logs, two of them out1/csv/version_0/gradlab_logs
+    runs = load_runs([_run(tmp_path / folder, loss=LOSS) for folder in folders])
+    assert [label for label, _ in runs] == expected
+
+
 def test_given_labels_name_the_runs(tmp_path):
     runs = load_runs([_run(tmp_path / "a", loss=LOSS), _run(tmp_path / "b", loss=LOSS)],
                      ["tau 0.01", "tau 0.1"])  # fmt: skip
