@@ -31,7 +31,8 @@ What it does:
   optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
   gradient accumulation the last micro-batch of the step is the one logged.
 * ``on_log`` adds the step's record, keys prefixed with ``prefix`` (``gradlab/anatomy_...``), to
-  the Trainer's ``logs`` and to the matching entry of ``state.log_history``, so every
+  the Trainer's ``logs`` and to the matching entry of ``state.log_history`` (of a step that
+  logs an evaluation and the training loss, the training loss's entry), so every
   ``report_to`` backend that runs after the callback receives them. The Trainer runs the
   reporting callbacks before the callbacks passed as ``callbacks=[...]``: :meth:`attach` puts
   this one in front of them (a callback that was not attached warns once when ``report_to``
@@ -637,6 +638,8 @@ class GradlabTrainerCallback(TrainerCallback):
             return
         if self._forwarded_step == state.global_step:  # the closing summary of the same step
             return
+        if "loss" not in logs and self._training_entry_follows(state):
+            return  # an evaluation's entry: the Trainer's training entry of the step comes next
         self._forwarded_step = state.global_step
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()
                   if key != "step"}  # fmt: skip
@@ -658,6 +661,15 @@ class GradlabTrainerCallback(TrainerCallback):
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )
+
+    def _training_entry_follows(self, state: Any) -> bool:
+        """Whether the Trainer logs its training loss at this step after the entry it logs now.
+        With ``logging_strategy="epoch"`` an evaluation on ``eval_steps`` (and the one at
+        ``max_steps``) runs when its step ends, and the epoch's training entry of the same step
+        when the epoch ends, after it. In every other order the training entry comes first."""
+        steps, per_epoch = self._logging_interval or (1, False)
+        step, end = int(state.global_step), int(getattr(state, "max_steps", 0) or 0)
+        return per_epoch and (step % steps == 0 or step == end)
 
     def _warn_twice_reported(self, args: Any) -> None:
         """Warn when a sink of the Monitor and the Trainer's ``report_to`` send gradlab's values

@@ -88,3 +88,42 @@ def test_logging_first_step_logs_step_one_in_both_logs(tmp_path):
     logged = {entry["step"]: entry["gradlab/loss"] for entry in trainer.state.log_history
               if "gradlab/loss" in entry}  # fmt: skip
     assert logged == {record["step"]: record["loss"] for record in records[:2]}
+
+
+@pytest.mark.parametrize("eval_steps", [4, 3])
+def test_epoch_logging_with_step_evaluations_puts_the_values_with_the_training_loss(
+    tmp_path, eval_steps
+):
+    # An evaluation on eval_steps runs at the step's end, the epoch's training entry at the
+    # epoch's end: both at step 4 or 8 (the last step is always evaluated). The values of an
+    # epoch end landed in the eval_loss entry, the training loss's entry of that step had none.
+    from transformers import TrainerCallback
+
+    class Backend(TrainerCallback):  # what a report_to backend after gradlab's callback gets
+        def __init__(self):
+            self.received = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            self.received.append({**logs, "step": state.global_step})
+
+    callback = GradlabTrainerCallback(preset="cheap")
+    trainer = in_batch_trainer_class()(
+        model=tiny_bert(), train_dataset=PairDataset(32), eval_dataset=PairDataset(16, seed=1),
+        args=training_arguments(tmp_path, max_steps=-1, num_train_epochs=2,
+                                logging_strategy="epoch", eval_strategy="steps",
+                                eval_steps=eval_steps),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)))  # fmt: skip
+    callback.attach(trainer)
+    backend = Backend()
+    trainer.add_callback(backend)  # after gradlab's
+    trainer.train()
+    history = trainer.state.log_history
+    assert [entry for entry in backend.received if "train_runtime" not in entry] == [
+        entry for entry in history if "train_runtime" not in entry]  # the same entries
+    evaluated = [entry["step"] for entry in history if "eval_loss" in entry]
+    assert evaluated == ([4, 8] if eval_steps == 4 else [3, 6, 8])
+    training = {entry["step"]: entry for entry in history if "loss" in entry}
+    assert sorted(training) == [4, 8]  # 4 steps of 8 pairs an epoch
+    for step, entry in training.items():  # each step's own loss, as the Trainer computed it
+        assert entry["gradlab/loss"] == pytest.approx(trainer.losses[step - 1], rel=1e-6)
+    assert not [entry for entry in history if "eval_loss" in entry and "gradlab/loss" in entry]
