@@ -89,7 +89,8 @@ def hardest_count(num_negatives: torch.Tensor, divisor: int) -> torch.Tensor:
 
 
 class GradientAnatomy(NamedTuple):
-    """Per-query anatomy of ``dL/dS`` (see the module docstring).
+    """Per-query anatomy of ``dL/dS``, as :func:`gradient_anatomy` returns it (its thresholds
+    say which entries are active).
 
     Attributes:
         active: ``[Q, C]`` bool, entries above both thresholds (candidates only).
@@ -164,7 +165,7 @@ def gradient_anatomy(
         value (no host synchronisation), so check ``torch.isfinite(score_grad).all()`` first
         where either is possible (the Monitor does, and logs NaN for such a step). A query
         with a NaN score among its candidates has no ranks (0) and NaN rank and hardness
-        statistics (see the module docstring).
+        statistics: a ranking with a NaN in it is undefined.
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different

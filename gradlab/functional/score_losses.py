@@ -59,7 +59,10 @@ from gradlab.validation import (
 )
 
 ScoreCallback = Callable[[str, torch.Tensor, torch.Tensor], None]
-"""``(direction, scores_alias, positives_mask) -> None``, see the module docstring."""
+"""``(direction, scores_alias, positives_mask) -> None``: called once per computed direction
+(``"i2t"``, ``"t2i"``) with the alias of ``scores`` that direction is computed from, so that a
+hook on it reads that direction's ``dL/dS`` alone (the Monitor's anatomy does); the alias is
+made with or without a callback, so values and gradients do not change."""
 
 DIRECTIONS = ("both", "i2t", "t2i")
 """Retrieval directions of the score-matrix losses."""
@@ -303,7 +306,7 @@ def max_violation_triplet_loss(
         reduction: ``"mean"`` over the positive pairs (per direction; a pair whose query has
             no negative counts, with a hinge of 0) or ``"sum"`` (VSE++'s code sums over the
             batch).
-        on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+        on_scores: optional ``(direction, alias, mask)`` callback (:data:`ScoreCallback`).
         validate: refuse NaN/inf scores and scores past ``max / (4 Q C) - margin`` per
             direction summed (:func:`score_bound`, ``max`` the largest value of the dtype the
             loss is computed in: the sum of the hinges stays finite) and, for half-precision
@@ -396,7 +399,7 @@ def nt_xent_loss(
             ``temperature=1.0`` and the scaled scores ``logit_scale.exp() * scores``.
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
-        on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+        on_scores: optional ``(direction, alias, mask)`` callback (:data:`ScoreCallback`).
         validate: refuse NaN/inf scores, scores with ``|s| / T`` past ``max / (4 n)``, ``n``
             ``max(Q, C)`` per direction summed and ``max`` the largest value of the dtype the
             loss is computed in (float32 for float16 and bfloat16 scores; :func:`score_bound`:

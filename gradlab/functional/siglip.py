@@ -104,7 +104,7 @@ def sigmoid_pair_loss(
     on_scores: ScoreCallback | None = None,
     validate: bool = True,
 ) -> torch.Tensor:
-    """SigLIP's sigmoid loss on a score matrix (module docstring; Zhai et al. 2023, Eq. 1).
+    """SigLIP's sigmoid loss on a score matrix (Zhai et al. 2023, Eq. 1).
 
     Args:
         scores: ``[Q, C]`` float scores ``S`` (cosine similarities for the usual scale).

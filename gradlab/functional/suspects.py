@@ -109,7 +109,9 @@ def false_negative_suspects(
     hashes: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
     margin: float | None = None,
 ) -> torch.Tensor:
-    """``[Q, C]`` bool: the negatives suspected to be false negatives (module docstring).
+    """``[Q, C]`` bool: the negatives suspected to be false negatives: those that share the
+    query's label or content hash, or score at least ``s_pos - |s_pos| * margin`` (``s_pos``
+    the query's lowest positive score; the sign-safe form of the rule).
 
     Args:
         scores: ``[Q, C]`` scores of the loss's layout (rows are queries).

@@ -127,7 +127,8 @@ gradient counts, the relaxation gap): on a matrix of logits they measure nothing
 
 @dataclass
 class LossAdapter:
-    """How the Monitor reads one watched loss (see the module docstring).
+    """How the Monitor reads one watched loss: the form of its inputs, what it can provide the
+    quantities, and why it cannot serve the others.
 
     Args:
         name: how messages name the loss (``"the watched loss NTXentLoss"``).

@@ -308,7 +308,9 @@ def anatomy_values(
 
 
 class Anatomy(Quantity):
-    """Which pairs of the watched loss's score matrix receive gradient (module docstring).
+    """Which pairs of the watched loss's score matrix receive gradient, per step
+    (:func:`gradlab.functional.gradient_anatomy` of its ``dL/dS``; the Monitor page's
+    "Gradient anatomy" section says what each key means).
 
     Args:
         schedule: ``step -> bool``.

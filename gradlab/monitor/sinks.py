@@ -84,7 +84,8 @@ _NUMBERS = frozenset({int, float})
 """The types of JSON values that :func:`decode_value` returns as they are."""
 
 DROPPED_KEYS = ("dropped_records", "dropped_steps")
-"""The keys the first record a sink takes after a fault carries (see the module docstring)."""
+"""The keys the first record a sink takes after a fault carries: ``dropped_records``, how
+many records it missed since its last one, and ``dropped_steps``, their steps."""
 
 DISABLED_KEY = "disabled"
 """The note of the first record written after the Monitor disabled quantities during the run
@@ -128,8 +129,9 @@ def scalars(record: dict) -> dict[str, float]:
 class Sink:
     """A destination for records: :meth:`open`, :meth:`write` (a flat dict), :meth:`close`.
 
-    Any method may raise (a full disk, a lost connection): the Monitor reports it and goes on
-    (see the module docstring). The first record a sink takes after such a fault holds the
+    Any method may raise (a full disk, a lost connection): the Monitor drops the record for
+    that sink, warns once and retries at the next logged step; training goes on. The first
+    record a sink takes after such a fault holds the
     :data:`DROPPED_KEYS` too.
 
     Attributes:
@@ -358,7 +360,7 @@ class CSVSink(Sink):
     keeps of the same run's ``metrics.jsonl``). NaN and
     infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
     the sink missed after a fault are written, before the next record, as rows holding only
-    their step (see the module docstring).
+    their step (every other value empty).
 
     Example:
         >>> import csv, tempfile, torch, gradlab
