@@ -163,7 +163,10 @@ def test_an_image_studys_anatomy_names_its_batch_sizes_not_encoders(figures, siz
     # its series are batch sizes; the note read "VSE++ max-violation (both encoders)"
     module.plot_scene_anatomy(_image_anatomy(sizes), "a.png")
     (figure,) = figures
-    (note,) = [t.get_text().replace("\n", " ") for t in figure.axes[0].texts]
+    panel = figure.axes[0]  # active negatives: the other losses' lines drawn
+    assert panel.get_lines() and not panel.texts
+    heading, note = panel.get_title().split("\n", 1)  # the note under the panel's title
+    assert heading == "active negatives per query (image -> the batch's other images)"
     assert note == f"1 at every step: VSE++ max-violation ({named})"
 
 
