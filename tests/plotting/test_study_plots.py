@@ -6,6 +6,7 @@ from the inputs."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import textwrap
 
@@ -682,6 +683,12 @@ def test_a_panel_where_every_loss_keeps_its_value_is_a_centred_note(drawn):
     assert note.get_position() == (0.5, 0.5) and note.get_transform() == share.transAxes
     assert (note.get_ha(), note.get_va(), note.get_fontsize()) == ("center", "center", 9)
     assert to_rgba(note.get_color()) == to_rgba("0.25")
+    figure.canvas.draw()  # drawn: in the middle of the panel's frame, within it
+    renderer = figure.canvas.get_renderer()
+    box, frame = note.get_window_extent(renderer), share.get_window_extent(renderer)
+    assert (box.x0 + box.x1) / 2 == pytest.approx((frame.x0 + frame.x1) / 2, abs=1)
+    assert (box.y0 + box.y1) / 2 == pytest.approx((frame.y0 + frame.y1) / 2, abs=1)
+    assert frame.x0 < box.x0 and box.x1 < frame.x1 and frame.y0 < box.y0 and box.y1 < frame.y1
     assert [axis.get_xlabel() for axis in figure.axes] == ["", "", "training step"]
     assert figure.get_size_inches() == pytest.approx((5.2, 9.5))
     styles = [h.get_linestyle() for h in figure.legends[0].legend_handles]
@@ -759,171 +766,107 @@ def test_the_legend_leaves_out_a_series_named_by_a_note_on_every_panel(drawn):
         "VSE++, SmoothAP", "VSE++, NT-Xent", "VSRN, SmoothAP", "VSRN, NT-Xent"]
 
 
-@pytest.mark.parametrize("steps", [[0, 1, 10], [0, 10]])  # two steps: lines of two points
-@pytest.mark.parametrize(("high", "place"), [(True, ("bottom", 0.05)), (False, ("top", 0.95))])
-def test_a_note_over_drawn_lines_takes_the_emptier_end_of_its_panel(drawn, high, place, steps):
-    # the notes sat at the top, over the lines of a share that had risen to 1
+def _note_text(axis):
+    """The text that carries a panel's note: its title when the note is under it, else the one
+    text inside the panel."""
+    if "\n" in axis.get_title():
+        return axis.title
+    (text,) = axis.texts
+    return text
+
+
+def _zigzag(steps=(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)):
+    """Scene anatomy in one direction whose hardest-share panel draws SmoothAP zigzagging
+    between 0 and 1 and NT-Xent between 0.1 and 0.9 at every step, VSRN's a step behind
+    VSE++'s, over the panel's whole height and width; VSE++'s max-violation keeps 0.5 there
+    under both encoders: its note. No band of the panel's height, at its top, bottom or
+    middle, is clear of lines."""
     result = _anatomy(directions=("i2t",))
-    near, far = (0.95, 0.05) if high else (0.05, 0.95)  # the lines, and the other end's reach
-    wiggle = 0.01 if high else -0.01
-    for runs in result["runs"].values():
-        for loss, run in runs.items():
-            run["anatomy"]["steps"] = steps
-            shares = {"VSE++ max": [0.5] * len(steps),  # kept at every step: the note
-                      "SmoothAP": [near + wiggle * (i % 2) for i in range(len(steps))],
-                      "NT-Xent": [far, *[near] * (len(steps) - 1)]}[loss]  # the other end once
-            for key in ("active_negatives", "share_without_gradient"):
-                run["anatomy"]["i2t"][key] = [[0.5 + i for i in range(len(steps))]] * 2
-            run["anatomy"]["i2t"]["hardest_10pct_share"] = [shares] * 2
-    figure = drawn(module.plot_scene_anatomy, result)
-    hardest = figure.axes[2]
-    (note,) = hardest.texts
-    assert note.get_text() == textwrap.fill("0.5 at every step:\nVSE++ max (both encoders)", 48)
-    assert (note.get_va(), note.get_position()[1]) == place
-    box = note.get_bbox_patch()  # on a light box: a line it crosses stays faint behind it
-    assert box is not None and to_rgba(box.get_facecolor()) == to_rgba("white", 0.8)
-    box = note.get_window_extent(figure.canvas.get_renderer())
-    for line in hardest.get_lines():  # the note covers no point of a line
-        for x, y in hardest.transData.transform(line.get_xydata()):
-            assert not (box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1)
-
-
-def _framed(lines, steps=(0, 5, 10)):
-    """Scene anatomy of encoders A, B and C in one direction whose hardest-share panel draws
-    ``lines``, (encoder, loss) -> its values at ``steps`` or (its own steps, its values), every
-    seed the same, for SmoothAP and NT-Xent at A and B. C frames the panel: SmoothAP 0 and
-    NT-Xent 2 at every step, so with the 5 % margins a value v sits at (v + 0.1) / 2.2 of the
-    panel's height, the frame's lines beyond a note's reach at 0.045 and 0.955. VSE++ max and
-    FastAP keep 0.5 at every step at each encoder: a note of two lines, 2 * 0.075 = 0.15 of the
-    height, whose band is 0.8 to 0.95 of the height at the top (values 1.66 to 1.99), 0.05 to
-    0.2 at the bottom (values 0.01 to 0.34)."""
-    losses = ("SmoothAP", "VSE++ max", "NT-Xent", "FastAP")
-    lines = {**lines, ("C", "SmoothAP"): [0.0] * len(steps), ("C", "NT-Xent"): [2.0] * len(steps)}
-    result = _anatomy(encoders=("A", "B", "C"), directions=("i2t",), losses=losses)
-    for encoder, runs in result["runs"].items():
-        for loss, run in runs.items():
-            given = lines.get((encoder, loss), [0.5] * len(steps))
-            at, values = given if isinstance(given, tuple) else (list(steps), given)
-            run["anatomy"]["steps"] = list(at)
-            counts = [[0.5 + i for i in range(len(at))]] * 2
+    for e, runs in enumerate(result["runs"].values()):
+        for index, (loss, run) in enumerate(runs.items()):
+            run["anatomy"]["steps"] = list(steps)
+            counts = [[1.0 + e + 3 * index + i for i in range(len(steps))]] * 2
+            low, high = {"SmoothAP": (0.0, 1.0), "VSE++ max": (0.5, 0.5),
+                         "NT-Xent": (0.1, 0.9)}[loss]  # fmt: skip
+            shares = [high if (i + e) % 2 else low for i in range(len(steps))]
             run["anatomy"]["i2t"] = {"active_negatives": counts, "share_without_gradient": counts,
-                                     "hardest_10pct_share": [values] * 2}  # fmt: skip
+                                     "hardest_10pct_share": [shares] * 2}  # fmt: skip
     return result
 
 
-def _note_place(drawn, result):
-    """The (va, y) of the note on the hardest-share panel of ``result``'s figure."""
-    hardest = drawn(module.plot_scene_anatomy, result).axes[2]
-    (note,) = hardest.texts
-    assert note.get_text() == (
-        "0.5 at every step: VSE++ max (every encoder);\nFastAP (every encoder)")
-    assert hardest.get_ylim() == pytest.approx((-0.1, 2.1))
-    return note.get_va(), note.get_position()[1]
+def _along(axis, line, points=400):
+    """``points`` points along each segment of ``line``, in pixels of the drawn figure."""
+    xy = axis.transData.transform(line.get_xydata())
+    return np.concatenate([np.linspace(a, b, points) for a, b in itertools.pairwise(xy)])
 
 
-TOP, BOTTOM = ("top", 0.95), ("bottom", 0.05)
+def test_a_note_over_drawn_lines_sits_above_its_panel_and_covers_no_line(drawn):
+    # in a white box inside the panel, at its emptier end, the note still covered the curves
+    # that ran there (the report's NT-Xent lines of the active-negatives panels)
+    figure = drawn(module.plot_scene_anatomy, _zigzag())
+    hardest = figure.axes[2]
+    assert len(hardest.get_lines()) == 4
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    note = _note_text(hardest).get_window_extent(renderer)
+    frame = hardest.get_window_extent(renderer)
+    assert note.y0 >= frame.y1  # wholly above the panel's frame
+    assert frame.x0 <= (note.x0 + note.x1) / 2 <= frame.x1  # and over it, not beside it
+    for line in hardest.get_lines():
+        inside = [(x, y) for x, y in _along(hardest, line)
+                  if note.x0 <= x <= note.x1 and note.y0 <= y <= note.y1]  # fmt: skip
+        assert inside == [], line.get_label()
+    assert _note(hardest) == "0.5 at every step: VSE++ max (both encoders)"
 
 
-@pytest.mark.parametrize(
-    ("values", "place"),
-    [
-        # 1.7 at 0.818 of the height, under a note at the top; 0.45 at 0.25, clear of one at the
-        # bottom (a note of three lines would reach it; one of a line would cover neither)
-        ((1.7, 0.45, 0.9, 1.2), BOTTOM),
-        # 1.995 at 0.952, above a note at the top (as C's 2); 0.2 at 0.136, under one at the
-        # bottom
-        ((1.995, 0.2, 0.9, 1.2), TOP),
-    ],
-    ids=["under_the_top_note", "above_the_top_note"],
-)
-def test_a_note_takes_the_end_where_its_whole_height_covers_fewer_lines(drawn, values, place):
-    names = [("A", "SmoothAP"), ("B", "SmoothAP"), ("A", "NT-Xent"), ("B", "NT-Xent")]
-    lines = {name: [value] * 3 for name, value in zip(names, values, strict=True)}
-    assert _note_place(drawn, _framed(lines)) == place
+@pytest.mark.slow
+def test_the_notes_clear_the_figures_title_its_legend_and_the_other_panels(drawn):
+    # a note under each title of the top row (under the figure's title), a note of four lines
+    # in the middle row (under the panels above), one at the bottom (over the legend's row)
+    result = _anatomy(losses=("SmoothAP", "VSE++ max-violation", "NT-Xent"))
+    for encoder, value in (("VSE++", 0.0), ("VSRN", 0.5)):
+        for loss in ("VSE++ max-violation", "NT-Xent"):
+            anatomy = result["runs"][encoder][loss]["anatomy"]
+            for direction in ("i2t", "t2i"):
+                anatomy[direction]["share_without_gradient"] = [[value] * 3] * 2
+                anatomy[direction]["active_negatives"] = [[1.0] * 3] * 2
+                anatomy[direction]["hardest_10pct_share"] = [[0.25] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    notes = [_note(axis) for axis in figure.axes]
+    assert all(note is not None for note in notes)
+    assert notes[2] == ("0 at every step: VSE++ max-violation (VSE++); NT-Xent\n(VSE++)\n"
+                        "0.5 at every step: VSE++ max-violation (VSRN); NT-Xent\n(VSRN)")
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    others = [("the figure's title", figure._suptitle.get_window_extent(renderer)),
+              ("the legend", figure.legends[0].get_window_extent(renderer))]  # fmt: skip
+    others += [(f"panel {n}", axis.get_window_extent(renderer))
+               for n, axis in enumerate(figure.axes)]  # fmt: skip
+    others += [(f"panel {n}'s x labels", label.get_window_extent(renderer))
+               for n, axis in enumerate(figure.axes)
+               for label in [axis.xaxis.label, *axis.get_xticklabels()]
+               if label.get_visible() and label.get_text()]  # fmt: skip
+    for n, axis in enumerate(figure.axes):
+        note = _note_text(axis).get_window_extent(renderer)
+        for name, box in others:
+            if name != f"panel {n}":
+                assert not note.overlaps(box), f"panel {n}'s note overlaps {name}"
+        titles = [other.title.get_window_extent(renderer) for other in figure.axes
+                  if other is not axis]  # fmt: skip
+        assert not any(note.overlaps(title) for title in titles), n
 
 
-def test_a_line_of_one_point_leaves_the_other_lines_counted_for_the_notes_place(drawn):
-    # A's SmoothAP, drawn first, logged at step 0 only; B's SmoothAP at 1.7 (0.818 of the
-    # height) lies under a note at the top, no line under one at the bottom
-    lines = {("A", "SmoothAP"): ([0], [0.9]), ("B", "SmoothAP"): [1.7] * 3,
-             ("A", "NT-Xent"): [1.2] * 3, ("B", "NT-Xent"): [1.3] * 3}  # fmt: skip
-    assert _note_place(drawn, _framed(lines)) == BOTTOM
-
-
-def test_a_notes_place_weighs_each_line_over_its_whole_run_of_steps(drawn):
-    # steps 0 to 100: A's SmoothAP high (1.8, under a note at the top) until step 40, B's
-    # SmoothAP and A's NT-Xent low (0.2 and 0.25, under one at the bottom) from step 60: over
-    # the whole run the bottom is the busier end
-    lines = {("A", "SmoothAP"): [1.8, 1.8, 1.0, 1.1], ("B", "SmoothAP"): [0.9, 0.9, 0.2, 0.2],
-             ("A", "NT-Xent"): [0.9, 0.9, 0.25, 0.25],
-             ("B", "NT-Xent"): [1.2, 1.3, 1.2, 1.3]}  # fmt: skip
-    assert _note_place(drawn, _framed(lines, [0, 40, 60, 100])) == TOP
-
-
-@pytest.mark.parametrize(
-    "edge",
-    [([0, 0.5, 0.55, 10], [0.2, 0.2, 1.0, 1.0]), ([0, 9.45, 9.5, 10], [1.0, 1.0, 0.2, 0.2])],
-    ids=["left_edge", "right_edge"],
-)
-def test_a_notes_place_leaves_out_the_points_the_centred_note_would_not_cover(drawn, edge):
-    # three lines low (0.2) only at the panel's left (right) edge, the three of 50 points
-    # before step 0.6 (after 9.4), beyond the middle 80 % of its width a centred note spans;
-    # B's NT-Xent high (1.8) for five points in the middle: the only line under a note
-    peak = ([0, 4, 4.01, 5, 5.01, 10], [1.0, 1.0, 1.8, 1.8, 1.0, 1.0])
-    lines = {("A", "SmoothAP"): edge, ("B", "SmoothAP"): edge, ("A", "NT-Xent"): edge,
-             ("B", "NT-Xent"): peak}  # fmt: skip
-    assert _note_place(drawn, _framed(lines, (0, 10))) == BOTTOM
-
-
-def _on_edge(drawn, result, fraction, along):
-    """The least value that ``result``'s hardest-share panel draws at ``fraction`` of its width
-    (``along`` 0: a step) or height (1) or beyond, by bisection over the floats; it must land
-    there exactly."""
-    hardest = drawn(module.plot_scene_anatomy, result).axes[2]
-    hardest.get_xlim(), hardest.get_ylim()  # the limits the figure was drawn with
-    to_axes = hardest.transData + hardest.transAxes.inverted()
-
-    def drawn_at(value):
-        return to_axes.transform([(value, value)])[0, along]
-
-    nearest = float(to_axes.inverted().transform([(fraction, fraction)])[0, along])
-    low, high = nearest - 1e-6, nearest + 1e-6
-    assert drawn_at(low) < fraction <= drawn_at(high)
-    while np.nextafter(low, high) < high:
-        middle = (low + high) / 2
-        low, high = (middle, high) if drawn_at(middle) < fraction else (low, middle)
-    assert drawn_at(high) == fraction
-    return high
-
-
-@pytest.mark.parametrize(("fraction", "place"), [(0.05, TOP), (0.95, BOTTOM)],
-                         ids=["bottom_edge", "top_edge"])  # fmt: skip
-def test_a_line_on_the_outer_edge_of_a_notes_band_counts_as_under_the_note(drawn, fraction,
-                                                                            place):  # fmt: skip
-    # B's SmoothAP exactly at the bottom edge (a tie with A's at 1.7, under a note at the top:
-    # the top wins ties) or exactly at the top edge (the only line under a note)
-    lines = {("A", "SmoothAP"): [1.7 if fraction == 0.05 else 1.3] * 3,
-             ("B", "SmoothAP"): [1.0] * 3, ("A", "NT-Xent"): [0.9] * 3,
-             ("B", "NT-Xent"): [1.2] * 3}  # fmt: skip
-    edge = _on_edge(drawn, _framed(lines), fraction, along=1)
-    lines["B", "SmoothAP"] = [edge] * 3
-    assert _note_place(drawn, _framed(lines)) == place
-
-
-@pytest.mark.parametrize("fraction", [0.1, 0.9], ids=["left_edge", "right_edge"])
-def test_a_point_on_the_edge_of_a_centred_notes_width_counts_as_under_the_note(drawn, fraction):
-    # A's SmoothAP (1.7, under a note at the top) starts (or ends) exactly at 0.1 (0.9) of the
-    # panel's width, B's SmoothAP (0.2, under one at the bottom) starts (ends) there too but
-    # at 1.0, clear of both: the top then holds one point more
-    lines = {("A", "NT-Xent"): [0.9] * 2, ("B", "NT-Xent"): [1.2] * 2}
-    edge = _on_edge(drawn, _framed(lines, (0, 10)), fraction, along=0)
-    if fraction == 0.1:  # the other step beyond the middle; B's 0.2 from the second point on
-        lines["A", "SmoothAP"] = ([edge, 10], [1.7, 1.7])
-        lines["B", "SmoothAP"] = ([edge, edge + 0.1, 10], [1.0, 0.2, 0.2])
-    else:
-        lines["A", "SmoothAP"] = ([0, edge], [1.7, 1.7])
-        lines["B", "SmoothAP"] = ([0, edge - 0.1, edge], [0.2, 0.2, 1.0])
-    assert _note_place(drawn, _framed(lines, (0, 10))) == BOTTOM
+def test_a_long_note_wraps_and_keeps_max_violation_whole(drawn):
+    # "max-" ended a line, "violation" began the next: the loss's name read as two words
+    losses = ("SmoothAP", "VSE++ max-violation", "NT-Xent")
+    figure = drawn(module.plot_scene_anatomy,
+                   _anatomy(flat=("SmoothAP", "VSE++ max-violation"), losses=losses))  # fmt: skip
+    share = figure.axes[2]
+    assert [line.get_label() for line in share.get_lines()] == ["VSE++, NT-Xent", "VSRN, NT-Xent"]
+    # 48 characters on the first line: with " max-" it would be 53, with " max-violation" 62
+    assert _note(share).split("\n") == ["0 at every step: SmoothAP (both encoders); VSE++",
+                                        "max-violation (both encoders)"]  # fmt: skip
+    assert max(len(line) for line in _note(share).split("\n")) <= module.NOTE_WIDTH
 
 
 @pytest.mark.slow
@@ -1055,15 +998,3 @@ def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     for encoder in result["runs"].values():  # below 1, never 0: a log axis, as before
         encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[0.5, 0.25, 0.75]] * 2
     assert drawn(module.plot_scene_anatomy, result).axes[0].get_yscale() == "log"
-
-
-def test_a_notes_place_reads_the_panel_s_height_with_the_band_drawn_last(drawn):
-    """C's NT-Xent, drawn last, has seeds at 0 and 2: its band sets the panel's height (-0.1 to
-    2.1), where 1.7 lies under a note at the top (0.82 of the height) and no line under one at
-    the bottom; the lines alone span only 0.45 to 1.7, both clear of either note's band."""
-    result = _framed({("A", "SmoothAP"): [1.7] * 3, ("B", "SmoothAP"): [0.45] * 3,
-                      ("A", "NT-Xent"): [0.9] * 3, ("B", "NT-Xent"): [1.1] * 3})  # fmt: skip
-    runs = result["runs"]["C"]
-    runs["SmoothAP"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[1.3] * 3] * 2
-    runs["NT-Xent"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[0.0] * 3, [2.0] * 3]
-    assert _note_place(drawn, result) == BOTTOM
