@@ -170,6 +170,26 @@ def test_an_image_studys_anatomy_names_its_batch_sizes_not_encoders(figures, siz
     assert note == f"1 at every step: VSE++ max-violation ({named})"
 
 
+@pytest.mark.slow  # seconds of drawing and layout checks
+def test_the_digit_scenes_anatomy_notes_read_under_their_titles(figures):
+    # the study's own result (the report's figure): a note under each panel's title, the middle
+    # row's of two lines
+    path = Path(__file__).resolve().parents[2] / "figures" / "studies" / "digit_scenes.json"
+    module.plot_scene_anatomy(json.loads(path.read_text(encoding="utf-8")), "a.png")
+    (figure,) = figures
+    assert layout_problems(figure) == []  # titles clear of the figure's title and each other
+    renderer = figure.canvas.get_renderer()
+    noted = [axis for axis in figure.axes if "\n" in axis.get_title()]
+    assert noted and all(axis.get_lines() and not axis.texts for axis in noted)
+    frames = [axis.get_window_extent(renderer) for axis in figure.axes]
+    legend = figure.legends[0].get_window_extent(renderer)
+    for axis in noted:  # above its own panel, clear of the others and of the legend
+        title = axis.title.get_window_extent(renderer)
+        assert title.y0 >= axis.get_window_extent(renderer).y1
+        assert not any(title.overlaps(frame) for frame in frames)
+        assert not title.overlaps(legend)
+
+
 @pytest.fixture(scope="module")
 def losses():
     path = Path(__file__).resolve().parents[2] / "figures" / "studies" / "loss_comparison.json"
