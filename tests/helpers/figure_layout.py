@@ -129,7 +129,8 @@ def _touch(one, other, pad: float) -> bool:
 
 def overlapping_titles(figure: Figure, pad_px: float = 1.0) -> list[str]:
     """Figure titles touching a panel's title, tick or axis labels; panel titles touching any
-    panel's tick or axis labels or another panel's title (``pad_px`` apart at least)."""
+    panel's tick or axis labels or another panel's title (``pad_px`` apart at least), or
+    covering another panel's frame."""
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
 
@@ -152,6 +153,17 @@ def overlapping_titles(figure: Figure, pad_px: float = 1.0) -> list[str]:
             if _touch(box(title), box(other), pad_px):
                 problems.append(f"{name} {title.get_text()[:30]!r} touches {other_name} "
                                 f"{other.get_text()[:30]!r}")  # fmt: skip
+    # a title of several lines (a panel's note under it) may reach up into the panel above
+    for n, axes in enumerate(figure.axes):
+        if not _shown(axes.title):
+            continue
+        own = axes.get_window_extent(renderer)
+        for m, other in enumerate(figure.axes):
+            frame = other.get_window_extent(renderer)
+            if m != n and other.get_visible() and frame.bounds != own.bounds and \
+                    _touch(box(axes.title), frame, 0.0):  # fmt: skip
+                problems.append(f"panel {n} title {axes.title.get_text()[:30]!r} covers panel "
+                                f"{m}'s frame")  # fmt: skip
     return problems
 
 

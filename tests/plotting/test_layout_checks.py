@@ -86,6 +86,18 @@ def test_overlapping_titles_reject_the_old_suptitle_and_a_title_on_a_tick_label(
     assert overlapping_titles(_flat_counts(top_tick=False)) == []  # 1.0 is out of view
 
 
+def test_overlapping_titles_reject_a_title_of_several_lines_reaching_the_panel_above():
+    # a panel's note under its title, without a layout engine to make room for it
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(5, 4))
+    for axis in (top, bottom):
+        axis.plot([0, 1], [0, 1])
+    bottom.set_title("queries without gradient\n0 at every step: a loss\nand another\nand more")
+    problems = overlapping_titles(figure)
+    assert "panel 1 title 'queries without gradient\\n0 at ' covers panel 0's frame" in problems
+    figure.set_layout_engine("constrained")  # room made: the same title clears the panel above
+    assert not [p for p in overlapping_titles(figure) if "frame" in p]
+
+
 def _untrained_p(values):
     """The old untrained panel of P against batch size: three error-bar series, one per
     proportion, each faint per seed and a mean with its bar."""
