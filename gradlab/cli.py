@@ -538,6 +538,13 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
                            f"{str(arguments.data)!r} (every folder in it is a class): the "
                            f"figures a study writes there would be read as a class; choose an "
                            f"--out outside --data")  # fmt: skip
+    inside = out.relative_to(data).parts if halves and out.is_relative_to(data) else ()
+    if len(inside) > 1 and not inside[0].startswith("."):  # below a class folder: its figures
+        raise GradlabError(f"--out {str(arguments.out)!r} is inside the class folder "
+                           f"{inside[0]!r} of --data {str(arguments.data)!r}: the figures "
+                           f"(.png) a study writes there would be images outside the class "
+                           f"folders' own level, which the next study on --data refuses; choose "
+                           f"an --out outside --data")  # fmt: skip
     dataset = image_folder(arguments.data, arguments.split, image_size=arguments.image_size,
                            layout="list" if arguments.list_file else "auto",
                            list_file=arguments.list_file)  # fmt: skip

@@ -1298,12 +1298,43 @@ def test_a_study_refuses_an_out_folder_among_the_class_folders_of_its_data(
     assert written == (["study"] if where == "is" else [])  # nothing written
 
 
-def test_a_study_may_write_below_a_class_folder(tmp_path, capsys, studies, monkeypatch):
-    """Only the data folder's own folders are classes, and a class's images are its files: a
-    folder deeper down is not read. (A list file's images are the listed ones: --out beside
-    them is the losses study's test above.)"""
+def test_a_study_refuses_an_out_folder_inside_a_class_folder_of_its_data(
+    tmp_path, capsys, studies, monkeypatch
+):
+    """A class's images are the files of its folder itself: the figures written into a folder
+    deeper down would be images out of place, which the next study on --data refuses. (A list
+    file's images are the listed ones: --out beside them is the losses study's test above.)"""
     monkeypatch.chdir(tmp_path)
-    assert _run(["study", "anatomy", "--data", ".", "--out", "class_000/study"], capsys)[0] == 0
+    code, stdout, err = _run(["study", "anatomy", "--data", ".", "--out", "class_000/study"],
+                             capsys)  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert err == ("gradlab: --out 'class_000/study' is inside the class folder "
+                   "'class_000' of --data '.': the figures (.png) a study writes there would be "
+                   "images outside the class folders' own level, which the next study on "
+                   "--data refuses; choose an --out outside --data\n")  # fmt: skip
+    assert not (tmp_path / "class_000" / "study").exists()
+
+
+def test_a_study_may_write_into_a_hidden_folder_below_its_data(tmp_path, capsys, studies,
+                                                               monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # hidden folders are neither classes nor looked into
+    assert _run(["study", "anatomy", "--data", ".", "--out", ".runs/a"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("stray", ["loose.png", "class_070/sub/x.png"])
+def test_a_study_refuses_images_outside_the_class_folders_level_before_training(
+    tmp_path, capsys, studies, stray
+):
+    (tmp_path / stray).parent.mkdir(exist_ok=True)
+    (tmp_path / stray).touch()  # in the data folder itself, or below a test class's folder
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path))]
+    code, stdout, err = _run(argv, capsys)
+    assert (code, stdout, studies) == (2, "", [])  # nothing trained
+    assert err == (f"gradlab: 1 image under {str(tmp_path)!r} is not directly in a class "
+                   "folder, and the class-halves layout (root/<class>/<image>) would not read "
+                   f"it: {os.path.relpath(tmp_path / stray, tmp_path)!r}; put each image "
+                   "directly into its class folder, or move it out of the data folder\n")
+    assert not _beside(tmp_path).exists()
 
 
 def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, capsys, studies):

@@ -7,7 +7,9 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
   (classes 1-100 train, 101-200 test) and Cars-196 (1-98 / 99-196) in Oh Song et al., 2016
   ("Deep Metric Learning via Lifted Structured Feature Embedding", Sec. 5) and the papers after.
   A class folder without images is refused: it would move a class from one half to the other.
-  Hidden folders and files (names starting with ``.``) are skipped.
+  So is an image the layout would not read, in ``root`` itself or in a folder inside a class
+  folder, rather than left out unsaid. Hidden folders and files (names starting with ``.``) are
+  skipped.
 * ``"online-products"``: Stanford Online Products as distributed: ``root/Ebay_train.txt`` and
   ``root/Ebay_test.txt``, each a header line ``image_id class_id super_class_id path`` and one
   line per image (``path`` relative to ``root``).
@@ -309,11 +311,48 @@ def _refuse_repeats(entries: list[tuple[Path, str]], listing: object) -> None:
     )
 
 
+def _is_image(name: str) -> bool:
+    """Whether a file of this name is an image of a class folder (hidden files never are)."""
+    return Path(name).suffix.lower() in IMAGE_SUFFIXES and not name.startswith(".")
+
+
+SHOWN_STRAY = 3
+"""How many images outside the class folders' own level :func:`_refuse_stray_images` names."""
+
+
+def _refuse_stray_images(root: Path, classes: list[str]) -> None:
+    """Refuse images the class-halves layout would not read: in ``root`` itself (no class) or
+    in a folder inside a class folder (torchvision's ``ImageFolder`` would read them as the
+    class's, a tree of classes would want them apart), so none is dropped unsaid. Hidden
+    folders (``.ipynb_checkpoints``) are not looked into; links to folders are not followed."""
+    stray = [entry.name for entry in sorted(root.iterdir())
+             if _is_image(entry.name) and entry.is_file()]  # fmt: skip
+    for name in classes:
+        for folder, inside, files in os.walk(root / name):
+            inside[:] = sorted(entry for entry in inside if not entry.startswith("."))
+            if Path(folder) != root / name:
+                stray += [os.path.relpath(os.path.join(folder, file), root)
+                          for file in sorted(files) if _is_image(file)]  # fmt: skip
+    if not stray:
+        return
+    shown = ", ".join(repr(path) for path in stray[:SHOWN_STRAY])
+    more = len(stray) - SHOWN_STRAY
+    one = len(stray) == 1
+    raise GradlabError(
+        f"{len(stray)} image{'' if one else 's'} under {str(root)!r} "
+        f"{'is' if one else 'are'} not directly in a class folder, and the class-halves layout "
+        f"(root/<class>/<image>) would not read {'it' if one else 'them'}: {shown}"
+        f"{f' and {more} more' if more > 0 else ''}; put each image directly into its class "
+        "folder, or move it out of the data folder"
+    )
+
+
 def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
     # hidden entries (.ipynb_checkpoints, macOS's ._name.jpg resource forks) are neither
     # classes nor images
     classes = sorted(entry.name for entry in root.iterdir()
                      if entry.is_dir() and not entry.name.startswith("."))  # fmt: skip
+    _refuse_stray_images(root, classes)  # before the folders are counted: named, not dropped
     if len(classes) < 2:
         raise GradlabError(
             f"{str(root)!r} must hold at least two class folders (<class>/<image> in it), "
@@ -322,8 +361,7 @@ def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
     half = len(classes) // 2
     chosen = classes[:half] if split == "train" else classes[half:]
     images = {
-        name: [path for path in sorted((root / name).iterdir())
-               if path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")]
+        name: [path for path in sorted((root / name).iterdir()) if _is_image(path.name)]
         for name in classes
     }  # fmt: skip
     entries = [(path, name) for name in chosen for path in images[name]]

@@ -835,3 +835,57 @@ def test_a_list_file_that_is_not_utf8_is_refused_naming_its_line(
     with pytest.raises(GradlabError, match=r"Ebay_train.txt' must be UTF-8 text; line 2 holds "
                        r"the byte 0xe9"):  # fmt: skip
         image_folder(root, "train", layout="online-products")
+
+
+def _picture(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4)).save(path)
+
+
+def _two_halves(root):
+    for name in ("a", "b", "c", "d"):
+        for number in range(2):
+            _picture(root / name / f"{number}.png")
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_images_outside_the_class_folders_level_are_refused_not_left_out(tmp_path, split):
+    # an image in the data folder itself has no class; one in a folder inside a class folder
+    # is in no class either: the layout reads root/<class>/<image> and would drop them unsaid
+    _two_halves(tmp_path)
+    _picture(tmp_path / "loose.png")
+    for number in range(3):  # in the test half's class "c": refused from either split
+        _picture(tmp_path / "c" / "sub" / f"x{number}.png")
+    _picture(tmp_path / "a" / "sub" / "deeper" / "y.jpg")
+    assert _message(lambda: image_folder(tmp_path, split)) == (
+        f"5 images under {str(tmp_path)!r} are not directly in a class folder, and the "
+        "class-halves layout (root/<class>/<image>) would not read them: 'loose.png', "
+        f"{os.path.join('a', 'sub', 'deeper', 'y.jpg')!r}, {os.path.join('c', 'sub', 'x0.png')!r}"
+        " and 2 more; put each image directly into its class folder, or move it out of the data "
+        "folder")
+
+
+def test_one_image_in_the_data_folder_itself_is_named_in_the_singular(tmp_path):
+    _two_halves(tmp_path)
+    _picture(tmp_path / "preview.jpg")
+    assert _message(lambda: image_folder(tmp_path, "train")).startswith(
+        f"1 image under {str(tmp_path)!r} is not directly in a class folder, and the "
+        "class-halves layout (root/<class>/<image>) would not read it: 'preview.jpg'; put")
+
+
+def test_a_flat_folder_of_images_is_refused_naming_its_images_not_its_folders(tmp_path):
+    for number in range(4):
+        _picture(tmp_path / f"{number}.png")
+    assert _message(lambda: image_folder(tmp_path, "train")).startswith(
+        f"4 images under {str(tmp_path)!r} are not directly in a class folder")
+
+
+def test_other_files_and_hidden_folders_inside_class_folders_are_not_refused(tmp_path):
+    _two_halves(tmp_path)
+    (tmp_path / "README.txt").write_text("not an image")
+    (tmp_path / "a" / "notes").mkdir()
+    (tmp_path / "a" / "notes" / "labels.csv").write_text("not an image")
+    _picture(tmp_path / "a" / ".ipynb_checkpoints" / "0-checkpoint.png")  # Jupyter's copy
+    _picture(tmp_path / ".thumbnails" / "a.png")
+    train = image_folder(tmp_path, "train")
+    assert train.paths == [tmp_path / name / f"{n}.png" for name in ("a", "b") for n in (0, 1)]
