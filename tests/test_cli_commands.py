@@ -801,7 +801,6 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
 
 
 @pytest.mark.parametrize(("sizes", "seeds", "why"), [
-    ("8", "0,1", "one batch size cannot show a trend"),
     ("8,16", "0", "one seed cannot show a trend"),
 ])  # fmt: skip
 def test_the_p_study_says_what_the_run_lacked_for_a_trend_as_its_page_does(
@@ -815,6 +814,17 @@ def test_the_p_study_says_what_the_run_lacked_for_a_trend_as_its_page_does(
     assert code == 0
     assert stdout.splitlines()[-1] == (f"P from m = 8 to m = {last}: unclear (paired t-test over "
                                        f"the seeds; {why})")  # fmt: skip
+
+
+def test_the_p_study_of_one_batch_size_says_it_shows_no_trend(tmp_path, capsys, studies,
+                                                               monkeypatch):  # fmt: skip
+    _trend(monkeypatch, {"trend": "unclear"})
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path)),
+            "--batch-sizes", "8", "--seeds", "0,1"]  # fmt: skip
+    code, stdout, _ = _run(argv, capsys)
+    assert code == 0
+    assert stdout.splitlines()[-1] == ("P at m = 8 alone: no trend (a trend needs P at two or "
+                                       "more batch sizes)")  # fmt: skip
 
 
 def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, studies, monkeypatch):

@@ -408,15 +408,20 @@ def trend_sentence(measurement: dict, trend: str, detail: str = "") -> str:
 
     Returns:
         ``P from m = <first> to m = <last>: <trend> (paired t-test over the seeds; <why>)``,
-        ``<why>`` saying what the run lacked for a trend or how many seeds it had.
+        ``<why>`` saying what the run lacked for a trend or how many seeds it had; with one
+        batch size, which has no trend to test, ``P at m = <m> alone: no trend (...)``.
 
     Example:
+        >>> trend_sentence({"batch_sizes": [8, 16], "seeds": [0]}, "unclear")
+        'P from m = 8 to m = 16: unclear (paired t-test over the seeds; one seed cannot show a trend)'
         >>> trend_sentence({"batch_sizes": [8], "seeds": [0, 1]}, "unclear")
-        'P from m = 8 to m = 8: unclear (paired t-test over the seeds; one batch size cannot show a trend)'
+        'P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)'
     """  # noqa: E501
     sizes, seeds = measurement["batch_sizes"], len(measurement["seeds"])
-    why = ("one batch size cannot show a trend" if len(sizes) < 2
-           else "one seed cannot show a trend" if seeds < 2 else f"{seeds} seeds")  # fmt: skip
     more = f"; {detail}" if detail else ""
+    if len(sizes) < 2:  # no range and no test to name: the run lacked a second m
+        return (f"P at m = {sizes[0]} alone: no trend (a trend needs P at two or more batch "
+                f"sizes{more})")  # fmt: skip
+    why = "one seed cannot show a trend" if seeds < 2 else f"{seeds} seeds"
     return (f"P from m = {sizes[0]} to m = {sizes[-1]}: {trend} (paired t-test over the seeds; "
             f"{why}{more})")  # fmt: skip

@@ -138,7 +138,7 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
     if trend:
         parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
         sentence = p_vs_batch_size.trend_sentence(measurement, trend["trend"])
-        lines += ["", f"{sentence}. Its parts: {parts}."]
+        lines += ["", f"{sentence}." + (f" Its parts: {parts}." if len(sizes) > 1 else "")]
     lines += ["", f"![P and the close pairs against m: every seed faint, mean and std as error "
               f"bars]({figure})"]  # fmt: skip
     return "\n".join(lines)
@@ -614,7 +614,8 @@ def study_findings(section: dict) -> list[Finding]:
     results, figures = section["results"], section["figures"]
     if section["study"] == "p-vs-batch-size":
         trend = p_vs_batch_size.summarize(results)["settings"]["trained_at_m"]
-        mean = f"mean P {cell(trend['first'])} to {cell(trend['last'])}"
+        mean = (f"mean P {cell(trend['first'])} to {cell(trend['last'])}"
+                if len(results["batch_sizes"]) > 1 else f"mean P {cell(trend['first'])}")
         sentence = p_vs_batch_size.trend_sentence(results, trend["trend"], mean)
         return [Finding(f"{on}, {sentence}.", figures[0])]
     if section["study"] == "losses":

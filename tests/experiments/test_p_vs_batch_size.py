@@ -306,9 +306,19 @@ def test_p_pinned_at_1_in_every_seed_is_summarized_as_saturated_everywhere():
     )
 
 
+@pytest.mark.parametrize("seeds", [[0, 1], [0]])
+def test_the_trend_sentence_of_one_batch_size_names_it_alone_and_reads_no_trend(seeds):
+    from gradlab.experiments.p_vs_batch_size import trend_sentence
+
+    # "P from m = 8 to m = 8: unclear" named a range of one value and a test that never ran
+    measurement = {"batch_sizes": [8], "seeds": seeds}
+    assert trend_sentence(measurement, "unclear") == (
+        "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)")
+    assert trend_sentence(measurement, "unclear", "mean P 0.26") == (
+        "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes; mean P 0.26)")
+
+
 @pytest.mark.parametrize(("sizes", "seeds", "why"), [
-    ([8], [0, 1], "one batch size cannot show a trend"),
-    ([8], [0], "one batch size cannot show a trend"),  # the first thing the run lacked
     ([8, 16, 32], [0], "one seed cannot show a trend"),
     ([8, 16, 32], [0, 1], "2 seeds"),
     ([16, 64], [0, 1, 2], "3 seeds"),

@@ -207,8 +207,8 @@ def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
             setting[key] = [run[:1] for run in runs]
     setting["steps"] = [5]
     text = p_vs_batch_size_markdown(one_size, "figures/p.png")
-    assert "P from m = 8 to m = 8: " in text
-    assert "(paired t-test over the seeds; one batch size cannot show a trend)" in text
+    assert "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)." in text
+    assert "m = 8 to m = 8" not in text and "Its parts" not in text  # none has a trend
 
 
 def _first_seed(runs):
@@ -436,6 +436,26 @@ def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tm
                             f"rises (paired t-test over the seeds; 3 seeds; mean P {first} to "
                             f"{last}).")  # fmt: skip
     assert finding.figure == "figures/study1_p_vs_batch_size.png"
+
+
+def test_a_saved_p_study_of_one_batch_size_finds_no_trend_and_quotes_its_one_mean(tmp_path):
+    one_size = _p([row[:1] for row in RISING])
+    one_size["batch_sizes"] = [8]
+    setting = one_size["settings"]["trained_at_m"]
+    for key, runs in setting.items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            setting[key] = [run[:1] for run in runs]
+    setting["steps"] = [5]
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "p_vs_batch_size.json").write_text(json.dumps(one_size))
+    (run,) = check_study_folders([folder])
+    results, _ = study_report_section(run, tmp_path / "report", 1)
+    (finding,) = study_findings(results)
+    mean = _cell([row[0] for row in RISING])
+    assert finding.text == ("In your study on sop with timm:resnet50, P at m = 8 alone: no trend "
+                            "(a trend needs P at two or more batch sizes; mean P "
+                            f"{mean}).")  # fmt: skip
 
 
 def test_a_saved_anatomy_study_is_a_section_without_a_finding(tmp_path, plots):
