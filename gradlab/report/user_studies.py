@@ -30,6 +30,7 @@ from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
 from gradlab.report.prose import apart_text, best_loss_sentence, timing_sentence
 from gradlab.report.summaries import cell
+from gradlab.symbolic import batch_size as batch_size_claims
 from gradlab.validation import count_noun
 
 STUDY_FILES = {
@@ -100,6 +101,14 @@ with fewer than 4 images, as a batch takes 4 distinct images of each of its clas
     return text
 
 
+WITHOUT_DIAGONAL = "P minus its diagonal part"
+"""P less its diagonal part, a share of all m² pairs: the P table's own column name (the
+Monitor's ``p_off_diagonal``, "P without the diagonal", divides the same pairs by m(m - 1))."""
+
+PART_WORDS = {**batch_size_claims.PARTS, "P without the diagonal": WITHOUT_DIAGONAL}
+"""The trends of P's parts (``summarize``'s keys) named as the audit and the P table name them."""
+
+
 def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on your data") -> str:
     """P per m (mean ± population std over seeds) and the paired t-test's trend of P and of its
     parts; ``where`` ends the heading."""
@@ -136,9 +145,12 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
                      f"{cell(column['P_negative_negative'], 4)} |")  # fmt: skip
     trend = summary["settings"].get("trained_at_m", {})
     if trend:
-        parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
+        named = [(PART_WORDS.get(key, key), word) for key, word in trend["parts"].items()]
+        parts = "; ".join(f"{'and ' if name == WITHOUT_DIAGONAL else ''}{name}: {word}"
+                          for name, word in named)  # fmt: skip
         sentence = p_vs_batch_size.trend_sentence(measurement, trend["trend"])
-        lines += ["", f"{sentence}." + (f" Its parts: {parts}." if len(sizes) > 1 else "")]
+        lines += ["", f"{sentence}." + (f" Its parts, each a share of the m² pairs: {parts}."
+                                        if len(sizes) > 1 else "")]  # fmt: skip
     lines += ["", f"![P and the close pairs against m: every seed faint, mean and std as error "
               f"bars]({figure})"]  # fmt: skip
     return "\n".join(lines)

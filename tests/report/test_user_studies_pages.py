@@ -186,9 +186,24 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
                        _cell(without, 4), _cell(column("P_positive_negative"), 4),
                        _cell(column("P_negative_negative"), 4)]  # fmt: skip
     assert ("P from m = 8 to m = 32: rises (paired t-test over the seeds; 3 seeds). Its "
-            "parts: ") in text
+            "parts, each a share of the m² pairs: ") in text
     assert text.splitlines()[-1].endswith("every seed faint, mean and std as error bars]"
                                           "(figures/p.png)")  # fmt: skip
+
+
+def test_the_trends_of_p_s_parts_are_named_in_the_report_s_words_not_its_keys():
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    measurement = _p(RISING)
+    text = p_vs_batch_size_markdown(measurement, "figures/p.png")
+    words = summarize(measurement)["settings"]["trained_at_m"]["parts"]
+    assert ("Its parts, each a share of the m² pairs: "
+            f"the diagonal: {words['P_diagonal']}; "
+            f"the query's own row and column: {words['P_own_row_column']}; "
+            f"the positive rows: {words['P_positive_rows']}; "
+            f"the negative-only rows: {words['P_negative_rows']}; "
+            f"and P minus its diagonal part: {words['P without the diagonal']}.") in text
+    assert not re.search(r"\bP_[a-z]", text)  # no key of the JSON (P_own_row_column ...)
 
 
 def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
@@ -662,10 +677,14 @@ def test_two_batch_sizes_and_two_seeds_can_show_a_trend(sizes, seeds, why):
     measurement = _shrunk(sizes, seeds)
     text = p_vs_batch_size_markdown(measurement, "p.png")
     trend = summarize(measurement)["settings"]["trained_at_m"]
-    parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
+    words = trend["parts"]
     last = measurement["batch_sizes"][-1]
     assert (f"P from m = 8 to m = {last}: {trend['trend']} (paired t-test over the seeds; "
-            f"{why}). Its parts: {parts}.") in text
+            f"{why}). Its parts, each a share of the m² pairs: the diagonal: "
+            f"{words['P_diagonal']}; the query's own row and column: "
+            f"{words['P_own_row_column']}; the positive rows: {words['P_positive_rows']}; the "
+            f"negative-only rows: {words['P_negative_rows']}; and P minus its diagonal part: "
+            f"{words['P without the diagonal']}.") in text
     assert len(trend["parts"]) > 1  # the parts are listed apart
 
 
