@@ -282,7 +282,11 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
     study.add_argument("--seeds", type=lambda text: _int_list(text, "0,1,2"), default=[0],
                        help="comma-separated distinct seeds from 0 to 4294967295 (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
-    study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
+    study.add_argument("--amp", action="store_true",
+                       help="mixed precision: the backbone under torch.autocast, float16 with "
+                       "loss scaling on CUDA, bfloat16 on a CPU; the losses and measurements in "
+                       "float32 "
+                       "(default: off)")
     study.add_argument("--loader-workers", type=int, default=0, metavar="N",
                        help="processes that load and augment the images; the numbers do not "
                        "depend on it (default: 0, this process)")  # fmt: skip
@@ -298,6 +302,21 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
     study.add_argument("--render", action="store_true",
                        help="train nothing: draw the figures and write summary.md and "
                        "index.html from the JSON an earlier run left in --out")
+
+
+AMP_ON_CPU = ("--amp on cpu: the backbone runs under torch.autocast in bfloat16 (--amp on CUDA is "
+              "float16 with loss scaling); the losses and measurements take its embeddings in "
+              "float32. Its numbers differ a little from a float32 run's; bfloat16 is faster "
+              "than float32 on a CPU with bfloat16 instructions (AVX-512 BF16, AMX) and may be "
+              "slower on others")
+"""What ``gradlab study --amp`` on a CPU says on stderr before it trains."""
+
+
+def _device_type(device: str) -> str:
+    """``"cpu"``, ``"cuda"``, ... of a device string already checked (:func:`check_device`)."""
+    import torch
+
+    return torch.device(device).type
 
 
 RENDER_READS = ("--out", "--render")
@@ -371,6 +390,8 @@ def _run_study(arguments: argparse.Namespace) -> None:
         batch_sizes=sizes, epochs=arguments.epochs, seeds=arguments.seeds,
         device=device, lr=arguments.lr, amp=arguments.amp, workers=arguments.loader_workers,
     )  # fmt: skip
+    if arguments.amp and _device_type(device) == "cpu":  # said before any work, once
+        print(f"gradlab: {AMP_ON_CPU}", file=sys.stderr, flush=True)
     from gradlab.memory import refused_when_out_of_memory
 
     short = ("the study ran out of memory; try a smaller --embedding-dim, --image-size or "

@@ -149,6 +149,8 @@ HELP_SAYS = {
                           "Online Products (Ebay_train.txt, Ebay_test.txt), or see --list-file"],
     ("study", "--epochs"): ["(p-vs-batch-size: P averages the last)"],
     ("study", "--render"): ["from the JSON an earlier run left in --out"],
+    ("study", "--amp"): ["float16 with loss scaling on CUDA, bfloat16 on a CPU", "the losses "
+                         "and measurements in float32"],
     ("report", "--workers"): ["the numbers are the same for any N"],
     ("report", "--studies"): ["becomes a section after the bundled ones (its tables, verdicts "
                               "and figures, rendered from its JSON; nothing is trained)"],
@@ -777,7 +779,7 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
         "2",
     ]
     code, stdout, err = _run(argv, capsys)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, AMP_ON_CPU)
     (kind, given_data, options), pages = studies
     assert (kind, given_data) == ("p", data)
     assert options == dict(
@@ -825,6 +827,33 @@ def test_the_p_study_of_one_batch_size_says_it_shows_no_trend(tmp_path, capsys, 
     assert code == 0
     assert stdout.splitlines()[-1] == ("P at m = 8 alone: no trend (a trend needs P at two or "
                                        "more batch sizes)")  # fmt: skip
+
+
+AMP_ON_CPU = ("gradlab: --amp on cpu: the backbone runs under torch.autocast in bfloat16 "
+              "(--amp on CUDA is float16 with loss scaling); the losses and measurements take "
+              "its embeddings in float32. Its numbers differ a little from a float32 run's; "
+              "bfloat16 is faster than float32 on a CPU with bfloat16 instructions (AVX-512 "
+              "BF16, AMX) and may be slower on others\n")
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_amp_on_a_cpu_says_it_computes_in_bfloat16_before_training(tmp_path, capsys, studies,
+                                                                    monkeypatch, name):
+    _trend(monkeypatch, {})
+    said = []  # what stderr held when the study began
+    from gradlab.experiments import image_studies
+
+    for study in ("p_vs_batch_size_on_images", "loss_comparison_on_images", "anatomy_on_images"):
+        run = getattr(image_studies, study)
+        monkeypatch.setattr(image_studies, study,
+                            lambda data, run=run, **options: said.append(capsys.readouterr().err)
+                            or run(data, **options))  # fmt: skip
+    argv = ["study", name, "--data", str(tmp_path), "--out", str(_beside(tmp_path)),
+            "--batch-sizes", "8", "--amp"]  # fmt: skip
+    code, _, err = _run(argv, capsys)
+    assert (code, said, err) == (0, [AMP_ON_CPU], "")
+    code, _, err = _run([*argv[:-1], "--overwrite"], capsys)  # without --amp: nothing said
+    assert (code, err) == (0, "")
 
 
 def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, studies, monkeypatch):
