@@ -49,10 +49,12 @@ import torch
 from gradlab.validation import (
     check_in_range,
     check_non_negative_finite,
+    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
     positional_candidate_mask,
+    value_checks_enabled,
 )
 
 DEFAULT_ABSOLUTE_THRESHOLD = 1e-10
@@ -169,7 +171,9 @@ def gradient_anatomy(
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different
-            devices, or thresholds out of range.
+            devices or on the ``"meta"`` device (shapes without values; accepted inside
+            :func:`gradlab.validation.skip_value_checks`, as the Monitor calls it), or
+            thresholds out of range.
 
     Example:
         >>> grad = torch.tensor([[-1.0, 0.5, 0.0, 0.001]])
@@ -196,6 +200,9 @@ def gradient_anatomy(
     absolute_threshold = check_non_negative_finite("absolute_threshold", absolute_threshold)
     relative_threshold = check_in_range("relative_threshold", relative_threshold, 0.0, 1.0,
                                         RELATIVE_THRESHOLD_RANGE)  # fmt: skip
+    if value_checks_enabled():  # a shape without values has no anatomy, as the metrics refuse it
+        check_real_device(score_grad=score_grad, scores=scores, positives=positives,
+                          candidate_mask=candidate_mask)  # fmt: skip
 
     if candidate_mask is not None:
         positives = positives & candidate_mask

@@ -44,7 +44,7 @@ from gradlab.functional.gradient_anatomy import (
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantity import Plot, Quantity, _row_any, _row_counts
 from gradlab.monitor.schedules import Schedule
-from gradlab.validation import check_in_range, check_non_negative_finite
+from gradlab.validation import check_in_range, check_non_negative_finite, skip_value_checks
 
 Values = dict[str, torch.Tensor]
 
@@ -274,9 +274,10 @@ def anatomy_values(
     statistic is NaN.
     """
     if order is None or scores.shape[1] == 0:
-        anatomy = gradient_anatomy(score_grad, scores, positives, candidate_mask=candidates,
-                                   absolute_threshold=absolute_threshold,
-                                   relative_threshold=relative_threshold)  # fmt: skip
+        with skip_value_checks():  # the step's own tensors, checked: nothing to read back
+            anatomy = gradient_anatomy(score_grad, scores, positives, candidate_mask=candidates,
+                                       absolute_threshold=absolute_threshold,
+                                       relative_threshold=relative_threshold)  # fmt: skip
     else:
         anatomy = _per_query_from_order(score_grad, scores, positives, candidates, order,
                                         absolute_threshold, relative_threshold,

@@ -16,6 +16,7 @@ from gradlab.functional import (
     mean_ap_loss,
     nt_xent_loss,
     smooth_ap,
+    tie_aware_ap,
 )
 from gradlab.functional.gradient_anatomy import HARD_DIVISORS, HARD_FRACTIONS, hardest_count
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
@@ -525,6 +526,24 @@ def test_a_tensor_on_another_device_is_refused_by_name(argument):
         GradlabError, match=rf"^tensors must be on one device; .*{argument} on meta"
     ):
         gradient_anatomy(**kwargs)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_meta_tensors_are_refused_as_the_ranking_metrics_refuse_them(masked):
+    # a meta tensor is a shape without values: the anatomy of one is no anatomy, and
+    # tie_aware_ap and smooth_ap refuse the same scores and positives with the same words
+    meta = dict(score_grad=GRAD.to("meta"), scores=SCORES.to("meta"), positives=MASK.to("meta"),
+                candidate_mask=MASK.to("meta") if masked else None)  # fmt: skip
+    said = ("is a meta tensor (a shape without values); pass a tensor on a real device (cpu, "
+            "cuda, ...)")  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        gradient_anatomy(**meta)
+    assert str(caught.value) == f"score_grad {said}"
+    for metric in (lambda: tie_aware_ap(meta["scores"], meta["positives"]),
+                   lambda: smooth_ap(meta["scores"], meta["positives"], tau=0.01)):  # fmt: skip
+        with pytest.raises(GradlabError) as caught:
+            metric()
+        assert str(caught.value) == f"scores {said}"
 
 
 @pytest.mark.parametrize("relative", [float("nan"), 1.5, -0.5, float("inf")])
