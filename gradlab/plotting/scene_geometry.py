@@ -74,7 +74,7 @@ def plot_scene_geometry(source: dict | str | Path, path: str | Path) -> Path:
     figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=10,
                   bbox_to_anchor=(0.5, -0.06))  # fmt: skip
     figure.suptitle(
-        f"Embedding geometry over training, each batch's images and captions (band: +- std "
+        f"Embedding geometry over training, each batch's images and captions (band: ± std "
         f"over {len(result['seeds'])} seeds; solid VSE++, dashed VSRN)",
         fontsize=10,
     )

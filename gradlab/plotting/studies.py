@@ -127,7 +127,7 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
     figure.suptitle(
         f"P against batch size on {_data_name(result, 'unseen 3-digit strings')},\n4 images per "
         f"class and m/4 classes, "
-        f"{_seeds(result)} (faint: each seed; bars: mean +- std)",
+        f"{_seeds(result)} (faint: each seed; bars: mean ± std)",
         fontsize=11,
     )
     return save_figure(figure, path)
@@ -177,7 +177,7 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     figure.suptitle(
         f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {_seeds(result)}, same "
         f"network, batches and {result['settings']['steps']} steps\n(dots: seeds; "
-        "bars: mean +- std; dashed: the untrained network)",
+        "bars: mean ± std; dashed: the untrained network)",
         fontsize=11,
     )
     return save_figure(figure, path)
@@ -237,7 +237,7 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
                                    f"{digit_scenes.collapse_uniformity():.3f}): not ranked"))
     axes[0].legend(handles=handles, fontsize=10)
     figure.suptitle(
-        f"Digit scenes: recall both ways, {_seeds(result)} (bars: mean +- std)",
+        f"Digit scenes: recall both ways, {_seeds(result)} (bars: mean ± std)",
         fontsize=11,
     )
     return save_figure(figure, path)
@@ -376,7 +376,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     lines = ", ".join(f"{list(styles.values())[e % 4]} {encoder}"
                       for e, encoder in enumerate(encoders))  # fmt: skip
     figure.suptitle(
-        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: +- std over "
+        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: ± std over "
         f"seeds; {lines})",
         fontsize=11,
     )

@@ -125,7 +125,7 @@ def test_the_bottom_row_names_the_step_and_the_legend_names_every_line(figure):
     assert centre == pytest.approx(figure.bbox.width / 2, abs=2)
     title = figure._suptitle
     assert title.get_text() == (
-        "Embedding geometry over training, each batch's images and captions (band: +- std over "
+        "Embedding geometry over training, each batch's images and captions (band: ± std over "
         "2 seeds; solid VSE++, dashed VSRN)"
     )
     assert title.get_fontsize() == 10

@@ -144,7 +144,7 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
     title = figure._suptitle
     assert title.get_text() == (
         "P against batch size on unseen 3-digit strings,\n4 images per class and m/4 classes, "
-        "2 seeds (faint: each seed; bars: mean +- std)"
+        "2 seeds (faint: each seed; bars: mean ± std)"
     )
     assert title.get_fontsize() == 11
 
@@ -329,7 +329,7 @@ def test_the_cost_panel_draws_milliseconds_as_dots_on_a_log_axis(drawn):
     title = figure._suptitle
     assert title.get_text() == (
         "Losses on unseen 3-digit numbers, 2 seeds, same network, batches and 7 steps\n(dots: "
-        "seeds; bars: mean +- std; dashed: the untrained network)"
+        "seeds; bars: mean ± std; dashed: the untrained network)"
     )
     assert title.get_fontsize() == 11
 
@@ -431,7 +431,7 @@ def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
     assert first.get_position().x1 < second.get_position().x0  # side by side
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     assert figure._suptitle.get_text() == (
-        "Digit scenes: recall both ways, 2 seeds (bars: mean +- std)"
+        "Digit scenes: recall both ways, 2 seeds (bars: mean ± std)"
     )
     assert figure._suptitle.get_fontsize() == 11
 
@@ -646,7 +646,7 @@ def test_scene_anatomy_names_the_encoders_in_legend_and_title(drawn):
     box = legend.get_window_extent(figure.canvas.get_renderer())
     assert box.y1 <= min(axis.get_window_extent().y0 for axis in figure.axes)
     assert figure._suptitle.get_text() == (
-        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: +- std over "
+        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: ± std over "
         "seeds; solid VSE++, dashed VSRN)"
     )
     assert figure._suptitle.get_fontsize() == 11
@@ -998,3 +998,30 @@ def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     for encoder in result["runs"].values():  # below 1, never 0: a log axis, as before
         encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[0.5, 0.25, 0.75]] * 2
     assert drawn(module.plot_scene_anatomy, result).axes[0].get_yscale() == "log"
+
+
+def test_a_notes_place_reads_the_panel_s_height_with_the_band_drawn_last(drawn):
+    """C's NT-Xent, drawn last, has seeds at 0 and 2: its band sets the panel's height (-0.1 to
+    2.1), where 1.7 lies under a note at the top (0.82 of the height) and no line under one at
+    the bottom; the lines alone span only 0.45 to 1.7, both clear of either note's band."""
+    result = _framed({("A", "SmoothAP"): [1.7] * 3, ("B", "SmoothAP"): [0.45] * 3,
+                      ("A", "NT-Xent"): [0.9] * 3, ("B", "NT-Xent"): [1.1] * 3})  # fmt: skip
+    runs = result["runs"]["C"]
+    runs["SmoothAP"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[1.3] * 3] * 2
+    runs["NT-Xent"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[0.0] * 3, [2.0] * 3]
+    assert _note_place(drawn, result) == BOTTOM
+
+
+def test_the_titles_plus_minus_sign_is_drawn_in_the_figures_font(tmp_path):
+    # the titles write "±" as the pages' text does: the style's font must hold the glyph
+    # (matplotlib warns "Glyph ... missing from font(s)" and draws a box otherwise)
+    import warnings
+
+    from gradlab.plotting.style import style_rc
+
+    with matplotlib.rc_context(style_rc()), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figure = plt.figure(figsize=(2, 1))
+        figure.suptitle("bars: mean ± std")
+        figure.savefig(tmp_path / "sign.png")
+    plt.close(figure)
