@@ -1000,18 +1000,6 @@ def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     assert drawn(module.plot_scene_anatomy, result).axes[0].get_yscale() == "log"
 
 
-def test_a_notes_place_reads_the_panel_s_height_with_the_band_drawn_last(drawn):
-    """C's NT-Xent, drawn last, has seeds at 0 and 2: its band sets the panel's height (-0.1 to
-    2.1), where 1.7 lies under a note at the top (0.82 of the height) and no line under one at
-    the bottom; the lines alone span only 0.45 to 1.7, both clear of either note's band."""
-    result = _framed({("A", "SmoothAP"): [1.7] * 3, ("B", "SmoothAP"): [0.45] * 3,
-                      ("A", "NT-Xent"): [0.9] * 3, ("B", "NT-Xent"): [1.1] * 3})  # fmt: skip
-    runs = result["runs"]["C"]
-    runs["SmoothAP"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[1.3] * 3] * 2
-    runs["NT-Xent"]["anatomy"]["i2t"]["hardest_10pct_share"] = [[0.0] * 3, [2.0] * 3]
-    assert _note_place(drawn, result) == BOTTOM
-
-
 def test_the_titles_plus_minus_sign_is_drawn_in_the_figures_font(tmp_path):
     # the titles write "±" as the pages' text does: the style's font must hold the glyph
     # (matplotlib warns "Glyph ... missing from font(s)" and draws a box otherwise)
