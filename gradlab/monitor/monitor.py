@@ -793,20 +793,22 @@ class Monitor:
         if self._gathers():
             return self._step_distributed(step, batch)
         if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
-            return None
+            # but a schedule that raised when the call asked it: its note is written now
+            return self._write_notes(step, None)
         due = [q for q in self.quantities if q.name not in self.disabled and self._asked(q, step)]
         if not due:
             return self._write_notes(step, batch)
         return self._record(step, batch, due)
 
-    def _write_notes(self, step: int, batch: BatchView) -> dict | None:
+    def _write_notes(self, step: int, batch: BatchView | None) -> dict | None:
         """Write a record of the step alone with the note of the quantities disabled since the
         last record (:data:`~gradlab.monitor.sinks.DISABLED_KEY`), when there is one: on a step
         on which nothing else is due, it would otherwise wait for a record that may never
         come."""
         if not self._disabled_notes:
             return None
-        self._open(batch.embeddings.device, first_step=self._first_step)
+        self._open(batch.embeddings.device if batch is not None else None,
+                   first_step=self._first_step)  # fmt: skip
         record = {"step": step, DISABLED_KEY: self._disabled_notes}
         self._disabled_notes = {}
         self.folder.write(record)

@@ -101,3 +101,24 @@ def test_gradlab_plot_says_which_quantity_was_disabled_and_why(tmp_path):
         f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
         "raised in compute(): ValueError: no value) during the run: its keys end there"
     ]
+
+
+def _raises_at(failing_step):
+    def schedule(step):
+        if step == failing_step:
+            raise RuntimeError("bad step")
+        return True
+
+    return schedule
+
+
+def test_a_quantity_whose_schedule_raises_when_nothing_else_is_due_is_named_in_the_log(
+    tmp_path,
+):
+    # the schedule is asked at the watched call: with nothing due then, no batch is kept and
+    # step() wrote nothing, so the note waited for a record that never came
+    records = _train(tmp_path, [Flaky("compute", at_step=99, schedule=_raises_at(2))], steps=4)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[2] == {"step": 2, "disabled": {
+        "flaky": "step 2: raised in its schedule: RuntimeError: bad step"}}  # fmt: skip
+
