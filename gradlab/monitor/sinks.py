@@ -339,6 +339,12 @@ def _complete_lines(path: Path) -> Iterator[str]:
                 yield line.decode("utf-8")
 
 
+def _note_alone(record: dict) -> bool:
+    """Whether ``record`` holds the Monitor's :data:`DISABLED_KEY` note and no value: the CSV
+    file has no row for it."""
+    return DISABLED_KEY in record and record.keys() - {DISABLED_KEY, *DROPPED_KEYS} == {"step"}
+
+
 class CSVSink(Sink):
     """``metrics.csv``: one row per logged step; the columns are the first record's keys.
 
@@ -360,7 +366,8 @@ class CSVSink(Sink):
     keeps of the same run's ``metrics.jsonl``). NaN and
     infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
     the sink missed after a fault are written, before the next record, as rows holding only
-    their step (every other value empty).
+    their step (every other value empty); the Monitor's :data:`DISABLED_KEY` note is left
+    out, and a record of that note alone gets no row.
 
     Example:
         >>> import csv, tempfile, torch, gradlab
@@ -447,7 +454,7 @@ class CSVSink(Sink):
                 warnings.simplefilter("ignore")
                 for _, records in read_segments(log):
                     for record in records:  # the later record of a step stands
-                        if first_missing <= record["step"] < start:
+                        if first_missing <= record["step"] < start and not _note_alone(record):
                             held[record["step"]] = record
             copied = sorted(held)
             for step in copied:
@@ -493,9 +500,13 @@ class CSVSink(Sink):
 
     def write(self, record: dict) -> None:
         missed = record.get("dropped_steps") or ()
+        # the Monitor's note alone gets no row: one holding only its step reads as a missed step
+        note_alone = _note_alone(record)
         if missed or "dropped_records" in record or DISABLED_KEY in record:
             record = {key: value for key, value in record.items()
                       if key not in DROPPED_KEYS and key != DISABLED_KEY}  # fmt: skip
+        if note_alone and not missed:
+            return
         if self.writer is None:
             self.writer = csv.DictWriter(
                 self._buffer, fieldnames=self.columns or list(record), extrasaction="ignore"
@@ -511,7 +522,8 @@ class CSVSink(Sink):
             self.writer.writeheader()
         for step in missed:
             self.writer.writerow({"step": step})
-        self.writer.writerow(record)
+        if not note_alone:
+            self.writer.writerow(record)
         _append(self.handle, self._buffer.getvalue().encode("utf-8"))
         self._header_due = False
 

@@ -122,3 +122,25 @@ def test_a_quantity_whose_schedule_raises_when_nothing_else_is_due_is_named_in_t
     assert records[2] == {"step": 2, "disabled": {
         "flaky": "step 2: raised in its schedule: RuntimeError: bad step"}}  # fmt: skip
 
+
+def test_the_csv_sink_writes_no_row_for_a_record_of_the_note_alone(tmp_path):
+    # a row holding only its step is, in the CSV file, a step the sink missed after a fault
+    _train(tmp_path, [Flaky("compute", at_step=1)], sinks=("jsonl", "csv"))
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["step"] for row in rows] == ["0"]
+
+
+def test_a_run_resumed_after_a_note_alone_copies_no_step_into_its_csv_file(tmp_path):
+    # the note's step has no row in metrics.csv: resuming is not a file that lacks a step
+    _train(tmp_path, [Flaky("compute", at_step=1)], steps=2, sinks=("jsonl", "csv"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Flaky("compute", at_step=99)], sinks=["jsonl", "csv"],
+                     resume=True) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+    assert [str(w.message) for w in caught if "lacks steps" in str(w.message)] == []
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        assert [row["step"] for row in csv.DictReader(handle)] == ["0", "2"]
