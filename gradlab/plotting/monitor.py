@@ -412,7 +412,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                 parts.append([(-math.inf, known)])
                 highest = -math.inf
             highest = max(highest, max((record["step"] for record in records), default=highest))
-        disabled = _disabled(log, [record for _, records in segments for record in records])
+        disabled = _disabled(log, segments)
         if disabled:
             warnings.warn(disabled, UserWarning, stacklevel=caller_stacklevel())
         if went_back:  # one warning for them all, at the line that called load_runs
@@ -455,25 +455,50 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     return runs
 
 
-def _disabled(log: Path, records: list[dict]) -> str | None:
+def _disabled(log: Path, segments: list[tuple[dict, list[dict]]]) -> str | None:
     """What to say of the quantities the Monitor disabled during the run (the note of
-    :data:`~gradlab.monitor.sinks.DISABLED_KEY` in its records), or None when it disabled none.
+    :data:`~gradlab.monitor.sinks.DISABLED_KEY` in its records), or None when it disabled none;
+    ``segments`` are the log's runs and resumptions (:func:`read_segments`): a resumption that
+    logs a disabled quantity's keys again is named.
 
     Example:
         >>> note = {"step": 4, "disabled": {"spread": "step 4: raised in compute(): KeyError"}}
-        >>> print(_disabled(Path("run/metrics.jsonl"), [{"step": 3}, note]))
+        >>> print(_disabled(Path("run/metrics.jsonl"), [({}, [{"step": 3}, note])]))
         ... # doctest: +NORMALIZE_WHITESPACE
         run/metrics.jsonl: the Monitor disabled the quantity 'spread' (step 4: raised in
         compute(): KeyError) during the run: its keys end there
     """
-    said = [f"{name!r} ({why})" for record in records
-            if isinstance(record.get(DISABLED_KEY), dict)
-            for name, why in record[DISABLED_KEY].items()]  # fmt: skip
+    said, again = [], []
+    for index, (_, records) in enumerate(segments):
+        for record in records:
+            if not isinstance(record.get(DISABLED_KEY), dict):
+                continue
+            for name, why in record[DISABLED_KEY].items():
+                said.append(f"{name!r} ({why})")
+                step = _logged_again(name, segments[index + 1:])
+                if step is not None:
+                    again.append(f"{name!r} is logged again from step {step}, where the run "
+                                 "resumed")  # fmt: skip
     if not said:
         return None
     plural = len(said) > 1
     return (f"{log}: the Monitor disabled the {'quantities' if plural else 'quantity'} "
-            f"{'; '.join(said)} during the run: {'their' if plural else 'its'} keys end there")
+            f"{'; '.join(said)} during the run: {'their' if plural else 'its'} keys end there"
+            + (f" ({'; '.join(again)})" if again else ""))  # fmt: skip
+
+
+def _logged_again(name: str, later: list[tuple[dict, list[dict]]]) -> int | None:
+    """The first step of a resumption among ``later`` segments whose records hold a key of
+    quantity ``name`` (as its header's ``schedules`` declares them), or None."""
+    for header, records in later:
+        if not header.get("resumed"):
+            return None  # another run, not this one resumed
+        schedules = header.get("schedules")
+        entry = schedules.get(name) if isinstance(schedules, dict) else None
+        keys = entry.get("keys") if isinstance(entry, dict) else None
+        if isinstance(keys, list) and any(key in record for record in records for key in keys):
+            return records[0]["step"]
+    return None
 
 
 NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "

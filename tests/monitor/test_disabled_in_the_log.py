@@ -144,3 +144,24 @@ def test_a_run_resumed_after_a_note_alone_copies_no_step_into_its_csv_file(tmp_p
     assert [str(w.message) for w in caught if "lacks steps" in str(w.message)] == []
     with open(tmp_path / "metrics.csv", newline="") as handle:
         assert [row["step"] for row in csv.DictReader(handle)] == ["0", "2"]
+
+
+def test_gradlab_plot_says_when_a_resumed_run_logs_a_disabled_quantity_again(tmp_path):
+    # "its keys end there" was said of a quantity that the resumed run logged again
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)], steps=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Monitor(tmp_path, quantities=[Loss(every(1)), Flaky("compute", at_step=99)],
+                     resume=True) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+    assert [r.get("flaky_mean") is not None for r in read_jsonl(tmp_path)[1]] == [
+        True, False, False, True]  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        load_runs([tmp_path])
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
+        "raised in compute(): ValueError: no value) during the run: its keys end there "
+        "('flaky' is logged again from step 3, where the run resumed)"
+    ]
