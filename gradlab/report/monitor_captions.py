@@ -94,7 +94,9 @@ def _values(records: list[dict], keys: list[str]) -> str:
     parts = []
     for key in keys:
         series = _series(records, key)
-        if series:
+        if len(series) == 1:  # one value: not a first and a last
+            parts.append(f"{key_label(key)} {series[0][1]:.3g} at step {series[0][0]}")
+        elif series:
             (first_step, first), (last_step, last) = series[0], series[-1]
             parts.append(f"{key_label(key)} {first:.3g} at step {first_step}, {last:.3g} at "
                          f"step {last_step}")  # fmt: skip

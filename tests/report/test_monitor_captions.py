@@ -106,3 +106,11 @@ def test_the_variants_of_p_have_one_name_each_in_the_captions_and_the_glossary()
     glossary = (Path(__file__).resolve().parents[2] / "docs" / "glossary.md").read_text()
     assert all(name in glossary for name in names[1:])
     assert "off-diagonal P" not in glossary and "own row and column" not in caption
+
+
+def test_a_series_logged_at_one_step_is_quoted_once():
+    # "Loss 0.4 at step 0, 0.4 at step 0." quoted one value as the first and the last
+    records = [{"step": 0, "loss": 0.4, "smooth_ap": 0.55}, {"step": 2, "smooth_ap": 0.875}]
+    assert monitor_figure_caption("loss", records).endswith(" Loss 0.4 at step 0.")
+    assert monitor_figure_caption("relaxation_gap", records).endswith(
+        " Smooth AP 0.55 at step 0, 0.875 at step 2.")
