@@ -1340,8 +1340,9 @@ def _default_labels(paths: list[Path]) -> list[str]:
     run and is left out (``out/csv/version_0/gradlab_logs`` is ``version_0``); of runs that are
     all a callback's, the folders that every path has at one place from its end are left out
     too (the logger's name, a ``version_0`` of each), so ``out1/csv/version_0/gradlab_logs``
-    beside ``out2/csv/version_0/gradlab_logs`` is ``out1``. Where leaving a folder out would
-    give two runs one label, the paths below the common parent are the labels."""
+    beside ``out2/csv/version_0/gradlab_logs`` is ``out1``. Where leaving those out would give
+    a run no label, or two runs one, only ``gradlab_logs`` is left out; where that would, the
+    paths below the common parent are the labels."""
     resolved = [path.resolve() for path in paths]
     names = [next((part for part in reversed(path.parts) if part != CALLBACK_FOLDER), path.name)
              for path in resolved]  # fmt: skip
@@ -1350,14 +1351,16 @@ def _default_labels(paths: list[Path]) -> list[str]:
     base = Path(os.path.commonpath([str(path) for path in resolved]))
     below = [path.relative_to(base).parts for path in resolved]
     kept = [[part for part in parts if part != CALLBACK_FOLDER] for parts in below]
+    candidates = [kept]
     if all(CALLBACK_FOLDER in path.parts for path in resolved):
         shared = {back for back in range(1, min(map(len, kept)) + 1)
                   if len({parts[-back] for parts in kept}) == 1}  # fmt: skip
-        kept = [[part for back, part in enumerate(reversed(parts), 1) if back not in shared][::-1]
-                for parts in kept]  # fmt: skip
-    labels = [str(Path(*parts)) if parts else "" for parts in kept]
-    if all(labels) and len(set(labels)) == len(labels):
-        return labels
+        candidates.insert(0, [[part for back, part in enumerate(reversed(parts), 1)
+                               if back not in shared][::-1] for parts in kept])  # fmt: skip
+    for candidate in candidates:  # the shortest labels that name every run apart
+        labels = [str(Path(*parts)) if parts else "" for parts in candidate]
+        if all(labels) and len(set(labels)) == len(labels):
+            return labels
     return [str(Path(*parts)) for parts in below]
 
 

@@ -122,6 +122,8 @@ def test_folders_of_one_name_are_labelled_by_their_path_below_the_common_parent(
         (["mine/version_0", "out/gradlab_logs/version_0"], ["mine/version_0", "out/version_0"]),
         # where leaving gradlab_logs out would make two labels one, the paths are kept
         (["r/gradlab_logs/x", "r/x/gradlab_logs"], ["gradlab_logs/x", "x/gradlab_logs"]),
+        # where leaving the folders all share out would leave one run no label, they stay
+        (["a/b/c/gradlab_logs", "a/c/gradlab_logs"], ["b/c", "c"]),
     ],
 )
 def test_the_callbacks_folders_are_labelled_by_the_folders_that_tell_them_apart(
