@@ -113,6 +113,8 @@ class TrainerLoggersSink(Sink):
         if not self.trainer.is_global_zero:  # the Monitor writes on rank 0 only; so do we
             return
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
+        if not values:  # the Monitor's note of disabled quantities alone: no number to log
+            return
         for logger in self.trainer.loggers:
             logger.log_metrics(values, step=int(record["step"]))
 

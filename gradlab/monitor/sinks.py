@@ -18,9 +18,10 @@ sink takes after such a fault carries two more keys, :data:`DROPPED_KEYS`: ``dro
 (how many records it missed since its last one) and ``dropped_steps`` (their steps).
 ``metrics.jsonl`` keeps them in that record; ``metrics.csv``, whose rows share one header, writes
 instead one row per dropped step holding only its step (every value empty); the TensorBoard,
-W&B and MLflow sinks log ``dropped_records`` as one more scalar. The JSONL, CSV and TensorBoard
-sinks append each record whole or not at all: a write that fails half way is cut back, so a
-fault never leaves half a line (or half an event).
+W&B and MLflow sinks log ``dropped_records`` as one more scalar. A record without a number
+(the Monitor's note of disabled quantities alone) is a line of ``metrics.jsonl`` only. The
+JSONL, CSV and TensorBoard sinks append each record whole or not at all: a write that fails
+half way is cut back, so a fault never leaves half a line (or half an event).
 """
 
 from __future__ import annotations
@@ -619,6 +620,8 @@ class TensorBoardSink(Sink):
 
         values = [Summary.Value(tag=key, simple_value=value)
                   for key, value in scalars(record).items()]  # fmt: skip
+        if not values:  # the Monitor's note of disabled quantities alone: no number to log
+            return
         event = Event(wall_time=time.time(), step=record["step"], summary=Summary(value=values))
         _append(self.handle, _tfrecord(event))
 
@@ -762,6 +765,8 @@ class WandbSink(Sink):
 
     def write(self, record: dict) -> None:
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
+        if not values:  # the Monitor's note of disabled quantities alone: no number to log
+            return
         values[f"{self.prefix}step"] = int(record["step"])
         self.run.log(values)
 
@@ -892,6 +897,8 @@ class MLflowSink(Sink):
             Metric(f"{self.prefix}{key}", value, timestamp, step)
             for key, value in scalars(record).items()
         ]
+        if not metrics:  # the Monitor's note of disabled quantities alone: no number to log
+            return
         self.client.log_batch(self.run_id, metrics=metrics)
 
     def close(self) -> None:

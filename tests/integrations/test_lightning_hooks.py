@@ -90,6 +90,14 @@ def test_the_sink_forwards_the_prefixed_scalars_at_the_record_s_step_from_rank_z
     assert set(default.calls[0][0]) == {"gradlab/loss", "gradlab/count"}
 
 
+def test_the_sink_forwards_nothing_of_a_record_without_a_number(tmp_path):
+    # the Monitor's note of a disabled quantity alone: log_metrics({}, step) was called
+    logger = RecordingLogger()
+    note = {"step": 3, "disabled": {"own": "step 3: raised in compute(): ValueError: x"}}
+    TrainerLoggersSink(stand_in_trainer(tmp_path, loggers=[logger])).write(note)
+    assert logger.calls == []
+
+
 def test_one_record_per_first_optimizer_step_numbered_from_zero_and_forwarded(tmp_path):
     logger = RecordingLogger()
     trainer = stand_in_trainer(tmp_path, loggers=[logger])

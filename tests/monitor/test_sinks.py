@@ -57,6 +57,22 @@ def test_tensorboard_round_trips_nan_and_infinities(tmp_path):
         assert all(same(e.value, v) for e, v in zip(events, expected, strict=True))
 
 
+def test_tensorboard_writes_no_event_for_a_record_without_a_number(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    sink = TensorBoardSink()
+    sink.open(tmp_path, {"quantities": ["loss"]})
+    sink.write({"step": 0, "loss": 0.5})
+    sink.write({"step": 1, "disabled": {"own": "step 1: raised in compute(): ValueError: x"}})
+    sink.close()
+    (path,) = TensorBoardSink().existing(tmp_path)
+    summaries = [event for event in EventFileLoader(str(path)).Load()
+                 if event.HasField("summary")]  # fmt: skip
+    # the header's text, then step 0's values: no empty event at step 1
+    assert [(event.step, len(event.summary.value)) for event in summaries] == [(0, 1), (0, 1)]
+
+
 @pytest.mark.parametrize(
     ("sink", "log_file"),
     [(JSONLSink(), "metrics.jsonl"), (CSVSink(), "metrics.csv")],

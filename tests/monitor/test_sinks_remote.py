@@ -448,3 +448,32 @@ def test_a_remote_sink_before_its_run_is_located_where_its_run_would_be(tmp_path
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sink = MLflowSink(tracking_uri=store if given else None)
     assert sink.location(tmp_path / "run") == (store if given else mlflow.get_tracking_uri())
+
+
+class Recorder:
+    """Stands in for a W&B run or an MLflow client: records what a sink hands it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def log(self, values):
+        self.calls.append(values)
+
+    def log_batch(self, run_id, metrics):
+        self.calls.append(metrics)
+
+
+NOTE_ALONE = {"step": 3, "disabled": {"own": "step 3: raised in compute(): ValueError: x"}}
+"""The Monitor's note of a disabled quantity, on a step where nothing else was logged."""
+
+
+@pytest.mark.parametrize("name", ["WandbSink", "MLflowSink"])
+def test_a_remote_sink_logs_nothing_of_a_record_without_a_number(name):
+    # W&B got an entry holding gradlab/step alone, MLflow an empty batch
+    sink = {"WandbSink": WandbSink, "MLflowSink": MLflowSink}[name]()
+    recorder = Recorder()
+    sink.run, sink.client, sink.run_id = recorder, recorder, "run"
+    sink.write(NOTE_ALONE)
+    assert recorder.calls == []
+    sink.write({**NOTE_ALONE, "loss": 0.5})  # with a number: logged, the note left out
+    assert len(recorder.calls) == 1
