@@ -62,14 +62,19 @@ def test_two_runs_with_wandb_and_mlflow_from_one_folder_work_and_write_no_gradla
 ):
     # gradlab as installed (an editable install's finder comes after the working folder on
     # sys.path, so a folder named gradlab there would be imported instead); MLflow's file store.
-    environment = {**os.environ, "MLFLOW_ALLOW_FILE_STORE": "true"}
+    environment = {**os.environ, "MLFLOW_ALLOW_FILE_STORE": "true", "WANDB_DIR": str(tmp_path)}
     environment.pop("PYTHONPATH", None)
+    # a W&B service an earlier test of this process started would take the runs, and write
+    # them under its own working folder (the repository's ./wandb), not this one
+    for name in [name for name in environment if name.startswith("WANDB_SERVICE")]:
+        environment.pop(name)
     for _ in range(2):
         run = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=environment,
                              capture_output=True, text=True, timeout=300)
         assert run.returncode == 0, run.stderr[-3000:]
         assert "CLOSED True" in run.stdout  # the Monitor was opened and closed
     assert not (tmp_path / "gradlab").exists()
+    assert len(list((tmp_path / "wandb").glob("offline-run-*"))) == 2  # here, nowhere else
     logs = sorted(tmp_path.glob("gradlab_logs/*/metrics.jsonl"))
     assert len(logs) == 2  # one folder per W&B run id: the second run did not refuse or merge
     for log in logs:
