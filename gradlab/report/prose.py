@@ -680,27 +680,36 @@ ACRONYMS = {"FAPPY": "the false positive probability loss of Zhong, Li & Li"}
 
 def spelled_out(markdown: str, acronyms: dict[str, str] = ACRONYMS) -> str:
     """``markdown`` with each of ``acronyms`` followed by its meaning, in parentheses, where the
-    page first uses it in running text: not in a heading (its anchor would change), not in a
-    table row (a cell names a row or column), not inside a code span or a longer name
-    (``FAPPYLoss``).
+    page first uses it in running text: not in a heading (its anchor would change), a table
+    row (a cell names a row or column), a code block or span, a link's or image's brackets and
+    target, a longer name (``FAPPYLoss``) or a possessive (``FAPPY's``, which the parentheses
+    would split).
 
     Example:
-        >>> print(spelled_out("## FAPPY\\n\\n| FAPPY | 1 |\\n\\n`FAPPY` and FAPPY, then FAPPY."))
+        >>> text = "## FAPPY\\n\\n| FAPPY | 1 |\\n\\n![FAPPY](f/FAPPY.png) FAPPY's `FAPPY`, FAPPY."
+        >>> print(spelled_out(text))
         ## FAPPY
         <BLANKLINE>
         | FAPPY | 1 |
         <BLANKLINE>
-        `FAPPY` and FAPPY (the false positive probability loss of Zhong, Li & Li), then FAPPY.
-    """
+        ![FAPPY](f/FAPPY.png) FAPPY's `FAPPY`, FAPPY (the false positive probability loss of Zhong, Li & Li).
+    """  # noqa: E501
     lines = markdown.split("\n")
+    prose = []  # the lines of running text: outside code blocks, headings and tables
+    fenced = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            fenced = not fenced
+        elif not (fenced or line.startswith(("    ", "\t")) or
+                  line.lstrip().startswith(("#", "|"))):  # fmt: skip
+            prose.append(index)
     for short, meaning in acronyms.items():
-        word = re.compile(rf"(?<![\w`]){re.escape(short)}(?![\w`])")
-        for index, line in enumerate(lines):
-            if line.lstrip().startswith(("#", "|")):
-                continue
-            code = [span.span() for span in re.finditer(r"`[^`]*`", line)]
+        word = re.compile(rf"(?<![\w`]){re.escape(short)}(?![\w`'\u2019])")
+        for index in prose:
+            line = lines[index]
+            kept = [span.span() for span in re.finditer(r"`[^`]*`|!?\[[^\]]*\]\([^)]*\)", line)]
             found = next((m for m in word.finditer(line)
-                          if not any(a <= m.start() < b for a, b in code)), None)  # fmt: skip
+                          if not any(a <= m.start() < b for a, b in kept)), None)  # fmt: skip
             if found:
                 lines[index] = f"{line[:found.end()]} ({meaning}){line[found.end():]}"
                 break

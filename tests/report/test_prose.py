@@ -725,3 +725,27 @@ def test_the_timing_sentence_says_where_the_times_were_taken(conditions, expecte
     # the loss tables printed milliseconds with no word of the machine, its threads or the
     # training processes running beside each other
     assert prose.timing_sentence(conditions) == expected
+
+
+MEANING = "the false positive probability loss of Zhong, Li & Li"
+
+
+@pytest.mark.parametrize("kept", [
+    "![FAPPY's lemma](figures/FAPPY.png)",  # an image: its alt text and its file name
+    "see [FAPPY](#fappy)",  # a link's text and target
+    "```\nloss = FAPPY()\n```",  # a fenced code block
+    "    FAPPY = 1",  # an indented code block
+    "| FAPPY | 0.5 |",  # a table's cell
+    "## FAPPY",  # a heading: its anchor
+    "FAPPY's Lemma 1",  # a possessive: the parentheses would split it
+    "`FAPPY` and FAPPYLoss",  # a code span, a longer name
+])  # fmt: skip
+def test_spelled_out_leaves_what_is_not_running_text_and_spells_out_the_next_use(kept):
+    # the image's file name was rewritten (a broken figure), code and possessives were split
+    text = f"{kept}\n\nThen FAPPY wins."
+    assert prose.spelled_out(text) == f"{kept}\n\nThen FAPPY ({MEANING}) wins."
+
+
+def test_spelled_out_spells_out_once_and_leaves_text_without_the_word_alone():
+    assert prose.spelled_out("FAPPY and FAPPY.") == f"FAPPY ({MEANING}) and FAPPY."
+    assert prose.spelled_out("FastAP only.") == "FastAP only."
