@@ -64,6 +64,10 @@ COUNT_FAMILIES = ("operating_region", "gradient_counts", "gradient_count_mean")
 their captions say where the loss reached about 0 (:func:`low_loss_step`)."""
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _finite(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -74,7 +78,8 @@ def _series(records: list[dict], key: str) -> list[tuple[int, float]]:
 
 def low_loss_step(records: list[dict], threshold: float = LOW_LOSS) -> int | None:
     """The first logged step from which the loss stays below ``threshold`` to the end of the
-    run, or None when its last logged loss is not below it or fewer than two logged steps are.
+    run, or None when its last logged loss is not below it (a NaN is not) or fewer than two
+    logged steps are.
 
     Example:
         >>> low_loss_step([{"step": 0, "loss": 0.5}, {"step": 2, "loss": 1e-4},
@@ -82,7 +87,8 @@ def low_loss_step(records: list[dict], threshold: float = LOW_LOSS) -> int | Non
         ...                {"step": 8, "loss": 1e-5}])
         6
     """
-    losses = _series(records, "loss")
+    # a NaN or infinite loss is logged, and not below: a run that broke never "stays low"
+    losses = [(r["step"], r["loss"]) for r in records if _number(r.get("loss"))]
     since = len(losses)
     while since > 0 and losses[since - 1][1] < threshold:
         since -= 1
@@ -112,8 +118,8 @@ def _low_loss_sentence(records: list[dict], keys: list[str]) -> str:
     if step is None:
         return ""
     since = [r for r in records if r["step"] >= step]
-    logged = sum(_finite(r.get("loss")) for r in records)
-    stays = sum(_finite(r.get("loss")) for r in since)
+    logged = sum(_number(r.get("loss")) for r in records)
+    stays = sum(_number(r.get("loss")) for r in since)
     first = (f" From step {step} on (the last {stays} of {logged} logged steps) the loss stays "
              f"below {LOW_LOSS:g}")  # fmt: skip
     margins = [value for _, value in _series(since, "margin_mean")]

@@ -34,8 +34,17 @@ def test_the_low_loss_step_is_where_the_loss_stays_below_the_threshold(losses, e
 
 def test_a_low_loss_step_skips_steps_that_did_not_log_the_loss():
     records = [{"step": 0, "loss": 0.5}, {"step": 2, "loss": 1e-4}, {"step": 3, "p_seed": 0.2},
-               {"step": 4, "loss": 0.0}, {"step": 6, "loss": float("nan")}]  # fmt: skip
+               {"step": 4, "loss": 0.0}, {"step": 6, "loss": 1e-5}]  # fmt: skip
     assert low_loss_step(records) == 2
+
+
+@pytest.mark.parametrize("broken", [float("nan"), float("inf")])
+def test_a_loss_that_is_not_finite_is_logged_and_not_low(broken):
+    # a NaN was read as not logged: a run whose last loss was NaN "stayed below 0.001"
+    assert low_loss_step(_run([0.5, 1e-4, 0.0, broken])) is None
+    records = _run([0.5, broken, 1e-4, 0.0, 1e-5], p_seed=[0.7, 0.5, 0.3, 0.2, 0.2])
+    assert low_loss_step(records) == 4
+    assert "(the last 3 of 5 logged steps)" in monitor_figure_caption("operating_region", records)
 
 
 def test_every_family_caption_says_what_to_read_and_quotes_first_and_last_values():
