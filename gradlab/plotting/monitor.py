@@ -1361,7 +1361,9 @@ def _default_labels(paths: list[Path]) -> list[str]:
         labels = [str(Path(*parts)) if parts else "" for parts in candidate]
         if all(labels) and len(set(labels)) == len(labels):
             return labels
-    return [str(Path(*parts)) for parts in below]
+    # the common parent itself, run beside runs inside it: named by its folder, not "."
+    return [str(Path(*parts)) if parts else path.name
+            for parts, path in zip(below, resolved, strict=True)]  # fmt: skip
 
 
 LARGEST_DRAWN = 1e300

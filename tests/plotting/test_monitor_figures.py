@@ -124,6 +124,8 @@ def test_folders_of_one_name_are_labelled_by_their_path_below_the_common_parent(
         (["r/gradlab_logs/x", "r/x/gradlab_logs"], ["gradlab_logs/x", "x/gradlab_logs"]),
         # where leaving the folders all share out would leave one run no label, they stay
         (["a/b/c/gradlab_logs", "a/c/gradlab_logs"], ["b/c", "c"]),
+        # a run inside another: the outer one is its folder's name, not "."
+        (["run/gradlab_logs", "run"], ["gradlab_logs", "run"]),
     ],
 )
 def test_the_callbacks_folders_are_labelled_by_the_folders_that_tell_them_apart(
