@@ -309,9 +309,10 @@ def anatomy_values(
 
 
 class Anatomy(Quantity):
-    """Which pairs of the watched loss's score matrix receive gradient, per step
-    (:func:`gradlab.functional.gradient_anatomy` of its ``dL/dS``; the Monitor page's
-    "Gradient anatomy" section says what each key means).
+    """Which pairs the watched loss gives gradient to (Bleeker & de Rijke, 2022).
+
+    :func:`gradlab.functional.gradient_anatomy` of the step's ``dL/dS``, summarised over the
+    queries; the Monitor page's "Gradient anatomy" section says what each key means.
 
     Args:
         schedule: ``step -> bool``.
