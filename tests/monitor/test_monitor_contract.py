@@ -683,7 +683,10 @@ def test_a_schedule_that_raises_after_the_first_step_disables_its_quantity_and_t
         "(strict=True raises instead)")
     assert list(monitor.disabled) == ["loss"]
     assert monitor.disabled["loss"].rstrip().endswith("ValueError: no schedule past step 1")
-    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")[1]] == [0, 1]
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [r["step"] for r in records] == [0, 1, 2]  # step 2: a record of the note alone
+    assert records[2] == {"step": 2, "disabled": {
+        "loss": "step 2: raised in its schedule: ValueError: no schedule past step 1"}}
     with pytest.raises(GradlabError, match=r"^the schedule of the 'loss' quantity, .* raised "
                        r"for step 2: ValueError: no schedule past step 1 \(a schedule is called "
                        r"as schedule\(step\)") as raised, Monitor(
