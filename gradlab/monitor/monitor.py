@@ -103,6 +103,19 @@ def _defined_by(quantity: Quantity, attribute: str) -> str:
     return owner.__module__.split(".")[0]
 
 
+def _whose_copy() -> str:
+    """Which rank's copy of a quantity a warning that disables it speaks of, in a group of
+    processes: each rank disables its own copy, and only rank 0's copy is written (``""`` for
+    one process)."""
+    if not is_distributed() or torch.distributed.get_world_size() < 2:
+        return ""
+    rank = torch.distributed.get_rank()
+    if rank == 0:
+        return " on rank 0, which writes the log: it is logged no more"
+    return (f" on rank {rank} alone: rank 0, which writes the log, logs it on while its own "
+            "copy works")
+
+
 def _due_or_not(quantity: Quantity, step: int) -> bool:
     """Whether ``quantity``'s schedule logs ``step``, False where it raises (a step ahead, for
     the ranks' plans: it is asked again, and disabled, when that step comes)."""
@@ -1280,13 +1293,15 @@ class Monitor:
         holds the traceback; a GradlabError, which says what of the input it refuses, its
         message alone), or ``returned`` what it cannot log (the reason alone)."""
         where = f" in {method}" if method else ""
+        whose = _whose_copy()
         if returned or isinstance(error, GradlabError):
             message = str(error)  # it says what it refuses
             refused = f", refused{where}" if method else ""
-            said = f"is disabled{refused}: {message} (strict=True raises instead)"
+            said = f"is disabled{refused}{whose}: {message} (strict=True raises instead)"
         else:
             message = "".join(traceback.format_exception(error))
-            said = f"raised{where} and is disabled (strict=True raises instead):\n{message}"
+            said = (f"raised{where} and is disabled{whose} (strict=True raises instead):\n"
+                    f"{message}")
         self.disabled[quantity.name] = message
         step = self.step_count if step is None else step
         self._disabled_notes[quantity.name] = f"step {step}: " + (

@@ -212,8 +212,11 @@ def test_a_quantity_disabled_on_one_rank_is_still_logged_by_rank_0(tmp_path):
         (0, True, rows), (1, True, rows), (2, False, rows), (3, False, rows)]
     assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
     assert ranks[0]["warnings"] == []
+    # the warning says whose copy it disables, and that the log goes on: it read "is
+    # disabled" alone, above a log that holds the quantity at every step
     assert [w.split("\n")[0] for w in ranks[1]["warnings"]] == [
-        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled "
+        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled on "
+        "rank 1 alone: rank 0, which writes the log, logs it on while its own copy works "
         "(strict=True raises instead):"]
 
 
@@ -231,6 +234,6 @@ def test_a_quantity_disabled_on_rank_0_alone_ends_its_records_without_empty_ones
     assert records[1]["disabled"]["rows_seen"].startswith("step 1: raised in compute(): ")
     assert [rank["skipped_steps"] for rank in ranks] == [0, 0]
     assert [w.split("\n")[0] for w in ranks[0]["warnings"]] == [
-        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled "
-        "(strict=True raises instead):"]
+        "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled on "
+        "rank 0, which writes the log: it is logged no more (strict=True raises instead):"]
     assert ranks[1]["warnings"] == []
