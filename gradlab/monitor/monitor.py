@@ -1088,7 +1088,11 @@ class Monitor:
         if batch.scaled_by_zero:
             self._warn_scaled_by_zero(step, due)
         batch.zero_unreached_score_grads()  # a matrix the loss did not use: dL/dS = 0
-        read_once = _read_once(agreement, batch)  # the run's header says so (first step)
+        # the run's header says whether the first step's batch was gathered: not when every
+        # rank held it alike (read once), nor for a score matrix or queries against candidates,
+        # which are read on rank 0's own call
+        own_batch = (_read_once(agreement, batch) or batch.on_scores
+                     or batch.candidates is not None)  # fmt: skip
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,
                                  same=agreement is not None and agreement.same)  # fmt: skip
@@ -1142,7 +1146,7 @@ class Monitor:
                 self._said.add(quantity.name)
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
-        self._open(batch.embeddings.device, first_step=self._first_step, read_once=read_once)
+        self._open(batch.embeddings.device, first_step=self._first_step, own_batch=own_batch)
         if self._disabled_notes:  # disabled since the last record (this step's included)
             record[DISABLED_KEY], self._disabled_notes = self._disabled_notes, {}
         self.folder.write(record)
@@ -1315,9 +1319,10 @@ class Monitor:
         )
 
     def _open(self, device: torch.device | None, first_step: int | None = None,
-              read_once: bool = False) -> None:  # fmt: skip
-        """Write the run's header (once); ``read_once``: the first logged step's batch was
-        every rank's alike, read once rather than gathered."""
+              own_batch: bool = False) -> None:  # fmt: skip
+        """Write the run's header (once); ``own_batch``: the first logged step's batch was not
+        gathered (every rank's alike, read once; or a score matrix, or queries against
+        candidates, read on each rank as its own)."""
         if self._opened:
             return
         self._closed = True  # a refused Monitor writes nothing, not even at close()
@@ -1337,7 +1342,7 @@ class Monitor:
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
                                   "mode": self.distributed,
-                                  "gathered": self._gathers() and not read_once}  # fmt: skip
+                                  "gathered": self._gathers() and not own_batch}  # fmt: skip
         self._warn_if_resumed_otherwise(run, first_step)
         try:
             self.folder.open(run, device, first_step)

@@ -217,6 +217,30 @@ def test_the_header_of_a_batch_every_rank_holds_alike_says_it_was_not_gathered(
         {"world_size": 2, "mode": "auto", "gathered": False}]  # fmt: skip
 
 
+@pytest.mark.parametrize("cross_modal", [False, True])
+def test_the_header_of_a_loss_read_on_each_ranks_own_call_says_it_was_not_gathered(
+    tmp_path, one_rank_group, monkeypatch, cross_modal
+):
+    # a score matrix (NT-Xent's), or queries against candidates, is read on rank 0's own call,
+    # as its records describe; the header said "gathered": true
+    MirrorRank(monkeypatch)
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss() if not cross_modal
+                                else gradlab.SmoothAPLoss(0.05))  # fmt: skip
+        for step in range(2):
+            queries, candidates = _batch(step)[0], _batch(step + 10)[0]
+            if cross_modal:
+                loss = loss_fn(queries, candidates=candidates, positives=torch.eye(ROWS) > 0)
+            else:
+                loss = loss_fn(queries @ candidates.T, torch.arange(ROWS))
+            loss.backward()
+            monitor.step()
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]
+    assert [header.get("distributed") for header in headers] == [
+        {"world_size": 2, "mode": "auto", "gathered": False}]  # fmt: skip
+
+
 def test_the_last_step_logged_at_close_reads_a_batch_held_alike_once(tmp_path, one_rank_group,
                                                                      monkeypatch):  # fmt: skip
     # as at a scheduled step: the agreement at close says the batch is every rank's, so it is
