@@ -348,8 +348,9 @@ def rank_zero_step(
         raise GradlabError(
             f"gradlab.Monitor: the ranks' Monitors log different steps from step {first}: "
             f"{said}; under torch.distributed every rank's Monitor must log the same steps (the "
-            "same every=, preset and quantities' schedules): each would wait at a step another "
-            "does not log until the process group times out"
+            "same every=, preset and quantities' schedules; a schedule of your own that raises "
+            "reads as logging no step where it raises, so it must raise alike on every rank): "
+            "each would wait at a step another does not log until the process group times out"
         )
     return first
 

@@ -192,8 +192,10 @@ def test_ranks_whose_monitors_log_different_steps_are_refused_at_once(tmp_path):
     expected = ("gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 "
                 "logs steps 0, 1, 2, 3, 4, ..., rank 1 logs steps 0, 2, 4, 6, 8, ...; under "
                 "torch.distributed every rank's Monitor must log the same steps (the same "
-                "every=, preset and quantities' schedules): each would wait at a step another "
-                "does not log until the process group times out")
+                "every=, preset and quantities' schedules; a schedule of your own that raises "
+                "reads as logging no step where it raises, so it must raise alike on every "
+                "rank): each would wait at a step another does not log until the process group "
+                "times out")
     assert errors == [expected, expected]
     assert time.monotonic() - started < 30  # the process group's own timeout: no wait for it
 

@@ -447,8 +447,9 @@ def test_a_rank_zero_that_logs_other_steps_is_refused_at_the_first_step(tmp_path
         "gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 logs "
         "steps 0, 3, 6, 9, 12, ..., rank 1 logs steps 0, 1, 2, 3, 4, ...; under "
         "torch.distributed every rank's Monitor must log the same steps (the same every=, "
-        "preset and quantities' schedules): each would wait at a step another does not log "
-        "until the process group times out")
+        "preset and quantities' schedules; a schedule of your own that raises reads as logging "
+        "no step where it raises, so it must raise alike on every rank): each would wait at a "
+        "step another does not log until the process group times out")
 
 
 def test_ranks_that_part_after_the_first_62_steps_are_refused_too(tmp_path, one_rank_group,
@@ -468,8 +469,9 @@ def test_ranks_that_part_after_the_first_62_steps_are_refused_too(tmp_path, one_
         "gradlab.Monitor: the ranks' Monitors log different steps from step 0: rank 0 and "
         "rank 1 log the same steps up to step 61, not later ones (before step 4096); under "
         "torch.distributed every rank's Monitor must log the same steps (the same every=, "
-        "preset and quantities' schedules): each would wait at a step another does not log "
-        "until the process group times out")
+        "preset and quantities' schedules; a schedule of your own that raises reads as logging "
+        "no step where it raises, so it must raise alike on every rank): each would wait at a "
+        "step another does not log until the process group times out")
 
 
 def test_ranks_with_one_schedule_agree_on_its_steps_past_the_first_62(tmp_path, one_rank_group,
