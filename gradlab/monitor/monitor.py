@@ -1013,6 +1013,11 @@ class Monitor:
         agreement = agree_on_step(step, self.calls - self._calls_before_training, batch)
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
+            if is_rank_zero():  # the log says so too: every quantity's keys end here
+                self._disabled_notes.update({
+                    q.name: f"step {step}: {agreement.out_of_step}; the Monitor stops logging"
+                    for q in self.quantities if q.name not in self.disabled})  # fmt: skip
+                self._write_notes(step, batch)
             warnings.warn(
                 f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or called "
                 "the loss more often than the others. The Monitor stops logging for the rest of "

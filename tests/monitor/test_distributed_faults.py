@@ -99,7 +99,11 @@ def test_a_rank_without_a_usable_batch_skips_that_step_on_every_rank(tmp_path, f
 @pytest.mark.slow
 def test_a_rank_skipping_monitor_step_stops_the_gathering_without_mixing(tmp_path):
     ranks, records = _run(tmp_path, "skips_step")
-    assert [r["step"] for r in records] == list(range(FAULT_STEP))  # logged until the skip
+    *records, note = records  # logged until the skip, then a record of the note alone
+    assert [r["step"] for r in records] == list(range(FAULT_STEP))
+    assert note["step"] == FAULT_STEP and sorted(note) == ["disabled", "step"]
+    assert all("the Monitor stops logging" in why and "out of step" in why
+               for why in note["disabled"].values())  # fmt: skip
     for record in records:
         assert record["loss"] == pytest.approx(_mean_loss(ranks, record["step"]), rel=1e-6)
     for rank in ranks:

@@ -99,12 +99,15 @@ def test_ranks_out_of_step_stop_logging_for_the_rest_of_the_run(tmp_path, one_ra
     MirrorRank(monkeypatch, one_step_ahead_at_step_2)
     monitor, returned, _, records, caught = _run(tmp_path, steps=5)
     # the ranks agree again after step 2, but the run is not trusted any more
-    assert [r["step"] for r in records] == [0, 1]
+    assert [r["step"] for r in records] == [0, 1, 2]
     assert [r is None for r in returned] == [False, False, True, True, True]
     assert monitor.skipped_steps == 0
     where = ("the ranks are out of step (rank 0 at step 2 after 3 watched call(s), rank 1 at "
              "step 3 after 3 watched call(s))")  # fmt: skip
     assert monitor.out_of_step == f"at step 2, {where}"
+    # the log ends with why: a record of the step alone, naming every quantity (its keys end)
+    assert records[2] == {"step": 2, "disabled": {
+        q.name: f"step 2: {where}; the Monitor stops logging" for q in monitor.quantities}}
     assert _runtime_warnings(caught) == [
         f"gradlab.Monitor: at step 2, {where}: a rank skipped monitor.step() or called the loss "
         "more often than the others. The Monitor stops logging for the rest of the run rather "
@@ -147,7 +150,8 @@ def test_ranks_out_of_step_exchange_nothing_more_at_close(tmp_path, one_rank_gro
             _train(monitor, steps=4)  # 0 and 2 on schedule; out of step at 2
             exchanged = list(rank1.gathers)
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert [r["step"] for r in records] == [0]
+    assert [sorted(r) for r in records][1:] == [["disabled", "step"]]  # step 2: the note alone
+    assert [r["step"] for r in records] == [0, 2]
     assert rank1.gathers == exchanged  # close() offered nothing
     assert len(_runtime_warnings(caught)) == 1
 
