@@ -317,6 +317,8 @@ MONITOR_TESTS = {
                 "tests/monitor/test_monitor_faults.py", "tests/monitor/test_several_losses.py",
                 "tests/monitor/test_validation_calls.py",
                 "tests/monitor/test_close_after_destroy.py",
+                # the note of a disabled quantity in the log, and its schedule's own refusal
+                "tests/monitor/test_disabled_in_the_log.py", "tests/monitor/test_schedules.py",
                 # a sink's run marked failed; a GradlabError disabling a quantity, said alone
                 "tests/monitor/test_sinks_remote.py::test_an_mlflow_run_the_sink_started_ends_"
                 "failed_when_training_raised",
