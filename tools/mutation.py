@@ -497,6 +497,7 @@ STUDY_TESTS = {
                      "tests/experiments/test_summaries.py",
                      "tests/report/test_collapsed_scenes.py"],  # the collapsed runs' words
     "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
+    "report/monitor_captions": ["tests/report/test_monitor_captions.py"],
     "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
                         "tests/report/test_headline_findings.py",
                         "tests/report/test_collapsed_scenes.py"],
