@@ -123,3 +123,27 @@ def test_a_series_logged_at_one_step_is_quoted_once():
     assert monitor_figure_caption("loss", records).endswith(" Loss 0.4 at step 0.")
     assert monitor_figure_caption("relaxation_gap", records).endswith(
         " Smooth AP 0.55 at step 0, 0.875 at step 2.")
+
+
+def test_a_family_of_ones_own_is_captioned_by_its_name_alone():
+    # a quantity's own figure: no reading, no key known here
+    assert monitor_figure_caption("row_spread_mean", [{"step": 0, "row_spread_mean": 0.5}]) == (
+        "The Monitor's log of this run: row spread mean.")
+
+
+def test_a_loss_at_the_threshold_is_not_below_it():
+    assert low_loss_step(_run([0.5, LOW_LOSS, LOW_LOSS])) is None
+    assert low_loss_step(_run([0.5, LOW_LOSS / 2, LOW_LOSS / 2])) == 2
+
+
+def test_the_low_loss_sentence_quotes_only_what_the_stretch_logged():
+    # the margin without the region's width, and a gradient norm logged before the stretch
+    # alone: neither comparison is made
+    records = _run([0.3, 0.0, 0.0], p_seed=[0.7, 0.2, 0.25], margin_mean=[0.1, 0.3, 0.4],
+                   embedding_grad_norm=[1.5, None, None])  # fmt: skip
+    records = [{k: v for k, v in r.items() if v is not None} for r in records]
+    caption = monitor_figure_caption("operating_region", records)
+    assert caption.endswith("the loss stays below 0.001. There every batch is ranked almost "
+                            "perfectly (mean smooth AP above 0.999), so this figure counts pairs "
+                            "the loss has already ordered: it reads P (Brown et al. 2020, suppl. "
+                            "Eq. 1) 0.2 to 0.25.")  # fmt: skip
