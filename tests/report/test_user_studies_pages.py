@@ -206,6 +206,18 @@ def test_the_trends_of_p_s_parts_are_named_in_the_report_s_words_not_its_keys():
     assert not re.search(r"\bP_[a-z]", text)  # no key of the JSON (P_own_row_column ...)
 
 
+def _one_batch_size():
+    """The rising P study cut to its first batch size, m = 8 (its first step alone)."""
+    one_size = _p([row[:1] for row in RISING])
+    one_size["batch_sizes"] = [8]
+    setting = one_size["settings"]["trained_at_m"]
+    for key, runs in setting.items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            setting[key] = [run[:1] for run in runs]
+    setting["steps"] = [5]
+    return one_size
+
+
 def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
     one_seed = _p([RISING[0]])
     one_seed["seeds"] = [0]
@@ -214,14 +226,7 @@ def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
             one_seed["settings"]["trained_at_m"][key] = runs[:1]
     text = p_vs_batch_size_markdown(one_seed, "figures/p.png")
     assert "(paired t-test over the seeds; one seed cannot show a trend)" in text
-    one_size = _p([[row[0]] for row in RISING])
-    one_size["batch_sizes"] = [8]
-    setting = one_size["settings"]["trained_at_m"]
-    for key, runs in setting.items():
-        if isinstance(runs, list) and runs and isinstance(runs[0], list):
-            setting[key] = [run[:1] for run in runs]
-    setting["steps"] = [5]
-    text = p_vs_batch_size_markdown(one_size, "figures/p.png")
+    text = p_vs_batch_size_markdown(_one_batch_size(), "figures/p.png")
     assert "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)." in text
     assert "m = 8 to m = 8" not in text and "Its parts" not in text  # none has a trend
 
@@ -454,13 +459,7 @@ def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tm
 
 
 def test_a_saved_p_study_of_one_batch_size_finds_no_trend_and_quotes_its_one_mean(tmp_path):
-    one_size = _p([row[:1] for row in RISING])
-    one_size["batch_sizes"] = [8]
-    setting = one_size["settings"]["trained_at_m"]
-    for key, runs in setting.items():
-        if isinstance(runs, list) and runs and isinstance(runs[0], list):
-            setting[key] = [run[:1] for run in runs]
-    setting["steps"] = [5]
+    one_size = _one_batch_size()
     folder = tmp_path / "p"
     folder.mkdir()
     (folder / "p_vs_batch_size.json").write_text(json.dumps(one_size))
