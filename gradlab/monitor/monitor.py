@@ -1303,20 +1303,19 @@ class Monitor:
         message alone), or ``returned`` what it cannot log (the reason alone)."""
         where = f" in {method}" if method else ""
         whose = _whose_copy()
+        step = self.step_count if step is None else step
         if returned or isinstance(error, GradlabError):
             message = str(error)  # it says what it refuses
             refused = f", refused{where}" if method else ""
             said = f"is disabled{refused}{whose}: {message} (strict=True raises instead)"
+            note = message if returned else f"refused{where}: {message}"
         else:
             message = "".join(traceback.format_exception(error))
             said = (f"raised{where} and is disabled{whose} (strict=True raises instead):\n"
                     f"{message}")
+            note = f"raised{where}: {type(error).__name__}: {error}"  # its last line, not all
         self.disabled[quantity.name] = message
-        step = self.step_count if step is None else step
-        self._disabled_notes[quantity.name] = f"step {step}: " + (
-            message if returned else
-            f"{'refused' if isinstance(error, GradlabError) else 'raised'}{where}: "
-            + (message if isinstance(error, GradlabError) else f"{type(error).__name__}: {error}"))
+        self._disabled_notes[quantity.name] = f"step {step}: {note}"  # the log's one line
         warnings.warn(
             f"gradlab.Monitor: step {step}: quantity {quantity.name!r} {said}",
             RuntimeWarning,
