@@ -75,11 +75,17 @@ RESERVED_FAMILIES = frozenset({"overview"})
 
 @dataclass(frozen=True)
 class Plot:
-    """A figure family of a quantity: title, y label and ``(key, legend label)`` series.
+    """A figure family of a quantity: title, y label and ``(key, legend label)`` series, and
+    what to read from the figure.
 
     Example:
         >>> Plot("loss", "Loss", "loss", (("loss", "loss"),)).keys
         ('loss',)
+        >>> spread = Plot("spread", "Spread of the scores", "std", (("spread", "std"),),
+        ...               reading="How far apart the batch's scores lie: near 0, the model "
+        ...                       "tells no candidate from another.")
+        >>> spread.reading.split(":")[0]
+        "How far apart the batch's scores lie"
     """
 
     family: str
@@ -91,6 +97,11 @@ class Plot:
     resolution: float = 0.0
     """Values of the family within this of one another differ by rounding alone (a difference
     of two APs at 1e-16): drawn as a flat line. 0: only rounding relative to their size."""
+    reading: str | None = None
+    """What to read from the figure, in a sentence or two that quote no logged value: what the
+    series measure and what their rise or fall means. The report's caption of the figure
+    quotes it between the title and the run's own numbers, and the run header records it with
+    the family of a quantity of one's own. None: the title alone says what the figure shows."""
 
     def __post_init__(self) -> None:
         """Refuse, where the family is declared, what no figure can be drawn from: a family
@@ -125,6 +136,10 @@ class Plot:
                 or not math.isfinite(resolution) or resolution < 0:  # fmt: skip
             raise GradlabError(f"the plot family {family!r}: resolution must be a finite number "
                                f"at least 0; got {resolution!r}")  # fmt: skip
+        reading = self.reading
+        if reading is not None and (not isinstance(reading, str) or not reading.strip()):
+            raise GradlabError(f"the plot family {family!r}: reading must be a sentence (a "
+                               f"non-empty string) or None; got {reading!r}")  # fmt: skip
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -138,9 +153,12 @@ class Plot:
             >>> Plot("spread", "Spread", "value", (("spread_max", "max"),)).as_header()["series"]
             [['spread_max', 'max']]
         """
-        return {"family": self.family, "title": self.title, "ylabel": self.ylabel,
-                "series": [list(pair) for pair in self.series], "zero_based": self.zero_based,
-                "resolution": self.resolution}  # fmt: skip
+        recorded = {"family": self.family, "title": self.title, "ylabel": self.ylabel,
+                    "series": [list(pair) for pair in self.series],
+                    "zero_based": self.zero_based, "resolution": self.resolution}  # fmt: skip
+        if self.reading is not None:  # a family without one is recorded as before
+            recorded["reading"] = self.reading
+        return recorded
 
     @classmethod
     def from_header(cls, recorded: object) -> Plot | None:
@@ -156,7 +174,8 @@ class Plot:
             return cls(recorded["family"], recorded["title"], recorded["ylabel"],
                        tuple(tuple(pair) for pair in recorded["series"]),
                        recorded.get("zero_based", False),
-                       recorded.get("resolution", 0.0))  # fmt: skip
+                       recorded.get("resolution", 0.0),
+                       recorded.get("reading"))  # fmt: skip
         except (TypeError, KeyError, ValueError, AttributeError, GradlabError):
             return None  # not a family as the Monitor writes one (nor one it would accept)
 

@@ -236,8 +236,8 @@ DECLARATIONS = [
     (
         _declares(keys=("own_mean",), plots=Plot("own", "Own", "value", (("own_mean", "m"),)))(),
         "the own quantity (Own) declares plots=Plot(family='own', title='Own', ylabel='value', "
-        "series=(('own_mean', 'm'),), zero_based=False, resolution=0.0); plots is a tuple of "
-        "gradlab.monitor.Plot",
+        "series=(('own_mean', 'm'),), zero_based=False, resolution=0.0, reading=None); plots "
+        "is a tuple of gradlab.monitor.Plot",
     ),
     (
         _declares(keys=("own_mean", ""))(),
@@ -671,3 +671,44 @@ def test_a_subclass_that_adds_a_family_to_gradlabs_keeps_gradlabs_families(tmp_p
 
     with pytest.raises(GradlabError, match=r"draws 'gradient_count_mea' in its plot family "):
         Monitor(tmp_path / "bad", quantities=[Misspelt()])
+
+
+@pytest.mark.parametrize("reading", [5, "", "   ", ("How far apart.",), b"How far apart."])
+def test_a_plot_reading_that_is_no_sentence_is_refused_where_it_is_declared(reading):
+    with pytest.raises(GradlabError) as raised:
+        Plot("own", "Own", "value", (("own_value", "v"),), reading=reading)
+    assert str(raised.value) == (f"the plot family 'own': reading must be a sentence (a "
+                                 f"non-empty string) or None; got {reading!r}")  # fmt: skip
+
+
+class ReadSpread(Quantity):
+    """The spread of the batch's scores, drawn in two families: one says what to read."""
+
+    name = "own_read_spread"
+    needs = frozenset({"scores"})
+    keys = ("own_read_spread",)
+    plots = (
+        Plot("own_read_spread", "Spread of the scores", "std", (("own_read_spread", "std"),),
+             reading="How far apart the batch's scores lie: near 0, no candidate stands out."),
+        Plot("own_read_spread_bare", "Spread again", "std", (("own_read_spread", "std"),)),
+    )  # fmt: skip
+
+    def compute(self, batch):
+        return {"own_read_spread": batch.scores.std()}
+
+
+def test_a_plot_reading_travels_with_its_family_through_the_run_header(tmp_path):
+    # what to read from a figure is declared with the figure: gradlab plot reads the families
+    # of a quantity of one's own from the header, without the class
+    with Monitor(tmp_path, quantities=[ReadSpread()]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        monitor.step()
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    read, bare = headers[0]["plots"]
+    assert read["reading"] == ("How far apart the batch's scores lie: near 0, no candidate "
+                               "stands out.")  # fmt: skip
+    assert "reading" not in bare  # a family without one is recorded as before it existed
+    assert [Plot.from_header(entry) for entry in (read, bare)] == list(ReadSpread.plots)
+    assert Plot.from_header(bare).reading is None
+
