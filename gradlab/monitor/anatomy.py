@@ -338,7 +338,9 @@ class Anatomy(Quantity):
                  ("anatomy_active_negatives_mean", "negatives with gradient (mean per query)"),
                  ("anatomy_i2t_active_negatives_mean", "rows as queries (i2t)"),
                  ("anatomy_t2i_active_negatives_mean", "columns as queries (t2i)")),
-             zero_based=True),
+             zero_based=True,
+             reading=("How many negatives per query receive dL/dS above the anatomy's "
+                      "thresholds.")),
         Plot("anatomy_hardness", "Hardness of the negatives receiving gradient: share of their "
              "gradient on the hardest 10 %, relative rank depth", "share / depth", (
                  ("anatomy_hardest_10pct_share", "share on the hardest 10 %"),
@@ -349,7 +351,10 @@ class Anatomy(Quantity):
                  ("anatomy_active_rank_depth", "relative rank depth"),
                  ("anatomy_i2t_active_rank_depth", "relative rank depth (rows as queries, i2t)"),
                  ("anatomy_t2i_active_rank_depth",
-                  "relative rank depth (columns as queries, t2i)"))),
+                  "relative rank depth (columns as queries, t2i)")),
+             reading=("Whether the gradient goes to the hardest negatives: their top 10 %'s "
+                      "share of it, and how deep in the ranking the negatives with gradient lie "
+                      "(relative rank depth).")),
         Plot("anatomy_without_gradient", "Queries receiving no gradient (anatomy)",
              "share of queries", (
                  ("anatomy_queries_without_gradient",
@@ -358,7 +363,9 @@ class Anatomy(Quantity):
                   "queries with no dL/dS above the thresholds (rows as queries, i2t)"),
                  ("anatomy_t2i_queries_without_gradient",
                   "queries with no dL/dS above the thresholds (columns as queries, t2i)")),
-             zero_based=True),
+             zero_based=True,
+             reading=("The share of queries whose dL/dS stays below the anatomy's thresholds "
+                      "everywhere.")),
     )  # fmt: skip
 
     def __init__(

@@ -79,7 +79,9 @@ class Geometry(Quantity):
         Plot("geometry", "Alignment and uniformity (Wang & Isola 2020; lower is better for "
              "both)", "value", (
                  ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
-                 ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)"))),
+                 ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)")),
+             reading=("How close the positives' unit embeddings are (alignment) and how evenly "
+                      "the batch spreads over the sphere (uniformity).")),
         Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
              "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
              "scale)",
@@ -87,11 +89,15 @@ class Geometry(Quantity):
                  ("geometry_effective_rank_share",
                   "effective rank / min(N - 1, d) (scale-free)"),
                  ("geometry_std", "std x sqrt(d)")),
-             zero_based=True),
+             zero_based=True,
+             reading=("Whether the embeddings collapse: near 0 on either series, they use few "
+                      "directions.")),
         Plot("geometry_modality_gap", "Modality gap: distance between the centroids of the "
              "normalised queries and candidates (Liang et al. 2022)", "distance", (
                  ("geometry_modality_gap", "modality gap |centroid difference|"),),
-             zero_based=True),
+             zero_based=True,
+             reading=("How far apart the queries and the candidates lie on the sphere: near 0, "
+                      "the two modalities share one region.")),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
@@ -166,11 +172,15 @@ class Margins(Quantity):
              "hardest positive (means over queries)", "score (the loss's own: cosine, or logit)", (
                  ("margin_positive_score", "positive score (mean over the positives)"),
                  ("margin_hardest_negative", "hardest negative"),
-                 ("margin_mean", "margin: hardest positive - hardest negative"))),
+                 ("margin_mean", "margin: hardest positive - hardest negative")),
+             reading=("The scores of the positives and of the hardest negative; a positive "
+                      "margin: the lowest-scored positive ranks above every negative.")),
         Plot("margin_violations", "Negatives at or above the hardest positive, and in-batch R@1",
              "share", (
                  ("margin_violation_share", "negatives violating the margin (share)"),
-                 ("margin_recall_at_1", "in-batch R@1")), zero_based=True),
+                 ("margin_recall_at_1", "in-batch R@1")), zero_based=True,
+             reading=("The share of negatives scored at or above the hardest positive, and the "
+                      "batch's own R@1.")),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
@@ -240,7 +250,10 @@ class ChanceLevel(Quantity):
     keys = ("loss_minus_chance", "chance_level")
     input_free_keys = frozenset(keys)  # the loss and the scores' shape: no score value read
     plots = (Plot("chance_level", "Loss minus its chance level ln C (InfoNCE: 0 = chance)",
-                  "loss", (("loss_minus_chance", "loss - ln C"),)),)  # fmt: skip
+                  "loss", (("loss_minus_chance", "loss - ln C"),),
+                  reading=("The loss minus its value for scores that tell no candidate from "
+                           "another (ln C per InfoNCE term, C candidates per query): near 0, the "
+                           "model has learned nothing.")),)  # fmt: skip
 
     def __init__(self, schedule: Schedule | None = None, terms: int | None = None) -> None:
         super().__init__(schedule)
@@ -369,13 +382,21 @@ class Temperature(Quantity):
                                  "temperature_clamp_hit"})  # fmt: skip
     plots = (
         Plot("temperature", "Softmax scale s (1 / temperature)", "scale", (
-            ("temperature_scale", "scale s"),)),
+            ("temperature_scale", "scale s"),),
+             reading=("The scale s (1 / temperature) that the loss multiplies its scores by: the "
+                      "larger s, the sharper the loss tells the highest-scored candidates from "
+                      "the rest.")),
         Plot("temperature_gradient", "dL/d log s: softmax-expected logit minus the positive "
              "logit (< 0: the loss wants a larger scale)", "dL/d log s", (
                  ("temperature_log_scale_grad", "closed form"),
-                 ("temperature_log_scale_grad_observed", "the parameter's gradient"))),
+                 ("temperature_log_scale_grad_observed", "the parameter's gradient")),
+             reading=("Which way the loss pulls the scale: dL/d log s in closed form and the "
+                      "gradient the parameter received (below 0: a larger scale would lower the "
+                      "loss).")),
         Plot("temperature_clamp", "Scale on its clamp (0/1)", "hit", (
-            ("temperature_clamp_hit", "clamp hit"),), zero_based=True),
+            ("temperature_clamp_hit", "clamp hit"),), zero_based=True,
+             reading=("Whether the scale sits on a bound of its clamp (open_clip's logit scale "
+                      "at 100): there the optimizer moves it no further that way.")),
     )  # fmt: skip
 
     def __init__(

@@ -91,7 +91,9 @@ class Loss(Quantity):
     keys = ("loss",)
     warns_if_not_finite = True  # a NaN loss on finite inputs is the loss's own
     reads_empty_batches = True
-    plots = (Plot("loss", "Loss", "loss", (("loss", "loss"),)),)
+    plots = (Plot("loss", "Loss", "loss", (("loss", "loss"),),
+                  reading=("The watched loss at each logged step: how fast the batches become "
+                           "easy to rank.")),)
 
     def compute(self, batch: BatchView) -> Values:
         if batch.loss is None:
@@ -114,9 +116,14 @@ class EmbeddingNorms(Quantity):
     name = "embedding_norm"
     needs = frozenset({"embeddings"})
     keys = ("embedding_norm_mean", "embedding_norm_min", "embedding_norm_max")
-    plots = (Plot("embeddings", "Embedding norms", "norm", (
-        ("embedding_norm_mean", "mean norm"), ("embedding_norm_min", "smallest norm"),
-        ("embedding_norm_max", "largest norm"))),)  # fmt: skip
+    plots = (
+        Plot("embeddings", "Embedding norms", "norm", (
+            ("embedding_norm_mean", "mean norm"), ("embedding_norm_min", "smallest norm"),
+            ("embedding_norm_max", "largest norm")),
+             reading=("The embeddings' norms before a loss on cosine scores (SmoothAP) "
+                      "normalises them: it reads only their directions, and the gradient an "
+                      "embedding receives shrinks as 1 / its norm.")),
+    )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         norms = batch.embedding_norms  # float64, shared with the geometry's normalised rows
@@ -143,9 +150,13 @@ class EmbeddingGradNorm(Quantity):
     needs = frozenset({"embeddings", "embedding_grad"})
     warns_if_not_finite = True  # a NaN gradient of finite embeddings is the training's own
     keys = ("embedding_grad_norm", "embedding_grad_norm_row_mean")
-    plots = (Plot("embedding_gradients", "Gradient of the loss w.r.t. the embeddings", "norm", (
-        ("embedding_grad_norm", "gradient norm (whole batch)"),
-        ("embedding_grad_norm_row_mean", "gradient norm per embedding (mean)"))),)  # fmt: skip
+    plots = (
+        Plot("embedding_gradients", "Gradient of the loss w.r.t. the embeddings", "norm", (
+            ("embedding_grad_norm", "gradient norm (whole batch)"),
+            ("embedding_grad_norm_row_mean", "gradient norm per embedding (mean)")),
+             reading=("The norm of dL/d(embeddings), of the whole batch and per embedding: "
+                      "how hard the loss still pushes the network.")),
+    )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         if batch.embedding_grad is None:
@@ -178,11 +189,15 @@ class OperatingRegion(Quantity):
     keys = ("p_seed", "p_off_diagonal", "p_without_query", "p_cross_modal",
             "operating_region_width")  # fmt: skip
     input_free_keys = frozenset({"operating_region_width"})  # tau and eps: no score read
-    plots = (Plot("operating_region", "Operating-region proportion P", "proportion", (
-        ("p_seed", "P (Brown et al. 2020, suppl. Eq. 1)"),
-        ("p_off_diagonal", "P without the diagonal"),
-        ("p_without_query", "P without the query's row and column"),
-        ("p_cross_modal", "P (cross-modal scores)")), zero_based=True),)  # fmt: skip
+    plots = (
+        Plot("operating_region", "Operating-region proportion P", "proportion", (
+            ("p_seed", "P (Brown et al. 2020, suppl. Eq. 1)"),
+            ("p_off_diagonal", "P without the diagonal"),
+            ("p_without_query", "P without the query's row and column"),
+            ("p_cross_modal", "P (cross-modal scores)")), zero_based=True,
+             reading=("The share of each query's score differences D whose sigmoid slope "
+                      "exceeds eps (|D| < w), with its variants.")),
+    )  # fmt: skip
 
     def __init__(self, schedule: Schedule | None = None, eps: float = 0.005) -> None:
         super().__init__(schedule)
@@ -240,11 +255,16 @@ class Decomposition(Quantity):
         Plot("decomposition", "AD - CB decomposition (medians over queries)", "norm", (
             ("decomposition_ad_norm_q50", "|AD| (median)"),
             ("decomposition_cb_norm_q50", "|CB| (median)"),
-            ("decomposition_grad_norm_q50", "|AD - CB| = gradient (median)"))),
+            ("decomposition_grad_norm_q50", "|AD - CB| = gradient (median)")),
+             reading=("The median norms of the two terms of Bleeker & de Rijke's (2022, appendix "
+                      "A) form of a positive's gradient, AD and CB, and of the gradient AD - CB "
+                      "itself.")),
         Plot("decomposition_shape", "AD share and cosine(AD, -CB) (means over queries; -1: "
              "the two summands cancel)", "value", (
                  ("decomposition_ad_share_mean", "AD share (mean)"),
-                 ("decomposition_cosine_mean", "cosine(AD, -CB) (mean)"))),
+                 ("decomposition_cosine_mean", "cosine(AD, -CB) (mean)")),
+             reading=("Which term carries the gradient: AD's share of |AD| + |CB|, and the "
+                      "cosine between AD and -CB (-1: the terms point against each other).")),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
@@ -298,12 +318,20 @@ class GradientCounts(Quantity):
              "(Bleeker & de Rijke's count: slope above eps)", "queries", (
                  ("queries_without_gradient", "queries (count)"),
                  ("queries_without_gradient_weighted", "queries (weighted count)")),
-             zero_based=True),
+             zero_based=True,
+             reading=("How many queries have no entry (positive, other candidate) whose sigmoid "
+                      "slope exceeds eps: SmoothAP sends their scores almost no gradient; the "
+                      "weighted count first divides each slope by R^2 (the factor of Bleeker & "
+                      "de Rijke's Eq. 13).")),
         Plot("gradient_count_mean", "Entries in the sigmoid's operating region per query "
              "(mean; Bleeker & de Rijke's count)", "entries", (
                  ("gradient_count_mean", "entries per query (count)"),
                  ("gradient_count_mean_weighted", "entries per query (weighted count)")),
-             zero_based=True),
+             zero_based=True,
+             reading=("Bleeker & de Rijke's count: the entries (positive, other candidate) of a "
+                      "query whose sigmoid slope exceeds eps; the weighted count first divides "
+                      "each slope by R^2, R the positive's smoothed rank among all candidates "
+                      "(the factor of their Eq. 13).")),
     )  # fmt: skip
 
     @renamed_keyword("threshold", "eps")  # eps, as OperatingRegion and gradient_counts say
@@ -461,10 +489,13 @@ class RelaxationGap(Quantity):
     # the gap apart: on the APs' 0-1 axis a gap of 1e-3 read as a flat 0
     plots = (
         Plot("relaxation_gap", "Smooth AP vs exact AP", "AP", (
-            ("smooth_ap", "Smooth AP"), ("exact_ap", "exact AP"))),
+            ("smooth_ap", "Smooth AP"), ("exact_ap", "exact AP")),
+             reading="How close SmoothAP's relaxed AP is to the exact AP of the same batch."),
         Plot("relaxation_gap_difference", "Smooth AP - exact AP (the relaxation's gap)",
              "AP difference", (("relaxation_gap", "Smooth AP - exact AP"),),
-             resolution=1e-12),  # APs in [0, 1]: a gap below 1e-12 is rounding
+             resolution=1e-12,
+             reading=("The relaxed AP minus the exact AP (below 0: the relaxation underrates the "
+                      "batch's ranking).")),  # APs in [0, 1]: a gap below 1e-12 is rounding
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
@@ -531,9 +562,15 @@ class GradientAgreement(Quantity):
     reads_tau = True
     needs = frozenset({"embeddings", "embedding_grad", "loss_kind", "smooth_ap_terms"})
     keys = ("gradient_agreement_cosine", "gradient_agreement_relative_error")
-    plots = (Plot("gradient_agreement", "Analytic vs backpropagated gradient", "value", (
-        ("gradient_agreement_cosine", "cosine(analytic, backpropagated)"),
-        ("gradient_agreement_relative_error", "relative error"))),)  # fmt: skip
+    plots = (
+        Plot("gradient_agreement", "Analytic vs backpropagated gradient", "value", (
+            ("gradient_agreement_cosine", "cosine(analytic, backpropagated)"),
+            ("gradient_agreement_relative_error", "relative error")),
+             reading=("Whether the training computes SmoothAP: the cosine between gradlab's "
+                      "analytic SmoothAP gradient of the batch and the one backpropagated "
+                      "into the embeddings, 1 when they agree, and their relative error, 0 "
+                      "when they agree.")),
+    )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         batch = batch.local if batch.local is not None else batch  # the call this rank made
@@ -603,7 +640,10 @@ class DegenerateBatches(Quantity):
                       ("degenerate_batches",
                        "batches without ranking signal (counted by the loss)"),
                       ("degenerate_batch", "this batch without ranking signal (0/1)")),
-                  zero_based=True),)  # fmt: skip
+                  zero_based=True,
+                  reading=("Batches in which no query has both a positive and a negative, so the "
+                           "loss has nothing to rank: the loss's count over every step so far, "
+                           "and whether the logged batch is one.")),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}

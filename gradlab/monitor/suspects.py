@@ -77,12 +77,18 @@ class Suspects(Quantity):
             "suspects_top_k_share")  # fmt: skip
     plots = (
         Plot("suspects", "Suspected false negatives per query", "negatives", (
-            ("suspects_per_query", "suspects per query"),), zero_based=True),
+            ("suspects_per_query", "suspects per query"),), zero_based=True,
+             reading=("The negatives per query that may be positives in disguise: a label or "
+                      "content-hash collision with the query, or a score close to its lowest "
+                      "positive's.")),
         Plot("suspects_share", "Suspected false negatives: share of the negatives' gradient and "
              "of the hardest negatives", "share", (
                  ("suspects_gradient_share", "share of sum |dL/dS| over negatives"),
                  ("suspects_top_k_share", "share of the k hardest negatives")),
-             zero_based=True),
+             zero_based=True,
+             reading=("How much of the loss's push on the negatives goes to the suspects: their "
+                      "share of the negatives' sum |dL/dS|, and of each query's k hardest "
+                      "negatives.")),
     )  # fmt: skip
 
     def __init__(

@@ -712,3 +712,11 @@ def test_a_plot_reading_travels_with_its_family_through_the_run_header(tmp_path)
     assert [Plot.from_header(entry) for entry in (read, bare)] == list(ReadSpread.plots)
     assert Plot.from_header(bare).reading is None
 
+
+def test_every_family_of_gradlab_s_quantities_says_what_to_read_from_it():
+    families = [plot for cls in (QUANTITIES.values() if isinstance(QUANTITIES, dict)
+                                 else QUANTITIES) for plot in cls.plots]  # fmt: skip
+    assert len(families) >= 20
+    for plot in families:
+        assert isinstance(plot.reading, str) and plot.reading.endswith("."), plot.family
+        assert len(plot.reading.split()) >= 8, plot.family  # a sentence, not a label
