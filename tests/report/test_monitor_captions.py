@@ -6,10 +6,12 @@ Every number expected here is written out by hand from the records below."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from gradlab.monitor import Plot
 from gradlab.plotting.monitor import FAMILIES
 from gradlab.report.monitor_captions import LOW_LOSS, low_loss_step, monitor_figure_caption
 
@@ -147,3 +149,33 @@ def test_the_low_loss_sentence_quotes_only_what_the_stretch_logged():
                             "perfectly (mean smooth AP above 0.999), so this figure counts pairs "
                             "the loss has already ordered: it reads P (Brown et al. 2020, suppl. "
                             "Eq. 1) 0.2 to 0.25.")  # fmt: skip
+
+
+ROW_SPREAD = Plot("row_spread", "Spread of each row", "std", (("row_spread_mean", "mean spread"),),
+                  reading="How far apart each query's scores lie: near 0, no candidate stands out")
+
+
+def test_a_caption_says_what_the_family_declares_to_read_from_its_figure():
+    # the reading is the family's own declaration (gradlab.monitor.Plot's reading), not a
+    # table the report keeps: a family of one's own that declares one is captioned with it,
+    # its series by their legend labels, and a reading without a full stop gets one
+    records = [{"step": 0, "row_spread_mean": 0.5}, {"step": 3, "row_spread_mean": 0.25}]
+    assert monitor_figure_caption("row_spread", records, plots={"row_spread": ROW_SPREAD}) == (
+        "The Monitor's log of this run: Spread of each row. How far apart each query's scores "
+        "lie: near 0, no candidate stands out. Mean spread 0.5 at step 0, 0.25 at step 3.")
+    asks = {"row_spread": dataclasses.replace(ROW_SPREAD, reading=" Do the rows spread? ")}
+    assert monitor_figure_caption("row_spread", records, plots=asks) == (
+        "The Monitor's log of this run: Spread of each row. Do the rows spread? Mean spread 0.5 "
+        "at step 0, 0.25 at step 3.")
+    bare = {"row_spread": dataclasses.replace(ROW_SPREAD, reading=None)}
+    assert monitor_figure_caption("row_spread", records, plots=bare) == (
+        "The Monitor's log of this run: Spread of each row. Mean spread 0.5 at step 0, 0.25 at "
+        "step 3.")
+
+
+def test_the_loss_caption_says_what_the_run_s_loss_is():
+    # the Monitor's reading of its loss family speaks of any watched loss; the report's run
+    # trains SmoothAP, whose "about 0" the count captions read as a mean smooth AP above 0.999
+    caption = monitor_figure_caption("loss", _run([0.4, 0.1]))
+    assert "SmoothAP's, 1 - the batch's mean smooth AP." in caption
+    assert caption.endswith(" Loss 0.4 at step 0, 0.1 at step 2.")
