@@ -106,7 +106,8 @@ class Plot:
     def __post_init__(self) -> None:
         """Refuse, where the family is declared, what no figure can be drawn from: a family
         name that is no safe file name (it names ``<family>.png``), text that is not a string,
-        series that are not ``(key, label)`` pairs of strings, or none at all."""
+        series that are not ``(key, label)`` pairs of strings, or none at all, and a reading
+        that is neither None nor a sentence."""
         family = self.family
         if not isinstance(family, str) or not _FAMILY_NAME.fullmatch(family) \
                 or family in RESERVED_FAMILIES:  # fmt: skip
