@@ -17,7 +17,7 @@ from gradlab import GradlabError
 from gradlab.monitor import Monitor, adapters, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy
 
-README = Path(__file__).resolve().parents[2] / "docs" / "monitor.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "monitor_quantities.md"
 
 
 def _readme_score_example() -> tuple[str, str]:
@@ -196,7 +196,8 @@ def test_a_loss_with_its_own_score_recorder_but_no_form_is_read_on_embeddings(tm
 
 
 def _blocks(heading: str) -> list[str]:
-    """The python blocks of docs/monitor.md from ``heading`` to the next ``## `` heading."""
+    """The python blocks of docs/monitor_quantities.md from ``heading`` to the next ``## ``
+    heading."""
     text = README.read_text(encoding="utf-8")
     section = text[text.index(heading):]
     section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
