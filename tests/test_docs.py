@@ -370,3 +370,52 @@ def test_every_relative_link_of_the_docs_pages_reaches_a_file_where_github_shows
             if not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {link}")
     assert broken == []
+
+
+@pytest.mark.slow
+def test_the_monitor_pages_loop_and_log_reading_run_as_pasted(tmp_path, monkeypatch):
+    """The first page's loop, given a model, optimizer, loss and loader, logs the default
+    schedule's steps (0-9, 10, 20, and the last one, which close() adds), and its read_jsonl
+    block reads them back; step 0's loss is SmoothAP's of the first batch, as a float64 loop."""
+    import copy
+
+    from tests.reference.smooth_ap_loops import in_batch_smooth_ap
+
+    (loop,) = _page_blocks("monitor.md", "## Attach it in two lines")
+    (reading,) = _page_blocks("monitor.md", "## Reading the log")
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 4)
+    loader = [(torch.randn(8, 6), torch.arange(8) % 4) for _ in range(25)]
+    first = copy.deepcopy(model)(loader[0][0]).tolist()
+    namespace = {"model": model, "loader": loader, "loss_fn": gradlab.SmoothAPLoss(0.01),
+                 "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}  # fmt: skip
+    exec(compile(loop, "docs/monitor.md", "exec"), namespace)
+    exec(compile(reading, "docs/monitor.md", "exec"), namespace)
+    steps = [step for step, _ in namespace["losses"]]
+    assert steps == [*range(10), 10, 20, 24]
+    aps = in_batch_smooth_ap(first, loader[0][1].tolist(), 0.01, include_query=False)
+    assert namespace["losses"][0][1] == pytest.approx(1 - sum(aps) / len(aps), abs=1e-5)
+
+
+def test_the_monitor_pages_quantity_of_ones_own_logs_its_row_median(tmp_path, monkeypatch):
+    """The in-depth page's RowMedian, watched on one batch: the mean over the rows of the
+    row's middle score (the 5th largest of 8, the row's own cosine of 1 included)."""
+    (code,) = _page_blocks("monitor_in_depth.md", "## A quantity of your own")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/monitor_in_depth.md", "exec"), namespace)
+    monitor = namespace["monitor"]
+    torch.manual_seed(0)
+    embeddings = torch.randn(8, 5, dtype=torch.float64, requires_grad=True)
+    monitor.watch(gradlab.SmoothAPLoss(0.01))(embeddings, torch.arange(8) % 2).backward()
+    record = monitor.step()
+    monitor.close()
+    rows = embeddings.detach().tolist()
+    norms = [math.sqrt(sum(v * v for v in row)) for row in rows]
+    medians = []
+    for a, norm_a in zip(rows, norms, strict=True):
+        cosines = [sum(x * y for x, y in zip(a, b, strict=True)) / (norm_a * norm_b)
+                   for b, norm_b in zip(rows, norms, strict=True)]  # fmt: skip
+        medians.append(sorted(cosines, reverse=True)[4])
+    assert record["row_median_mean"] == pytest.approx(sum(medians) / 8, abs=1e-9)
