@@ -504,7 +504,7 @@ def test_resuming_with_other_settings_warns(tmp_path):
 
 
 def test_a_run_logged_to_csv_alone_resumes_without_the_settings_check(tmp_path):
-    # metrics.csv records no settings: documented (docs/monitor.md), nothing to compare
+    # metrics.csv records no settings: documented (docs/monitor_in_depth.md), nothing to compare
     with Monitor(tmp_path, preset="default", every=1, sinks=["csv"]) as monitor:
         train(monitor, steps=2)
     with warnings.catch_warnings():
@@ -594,7 +594,7 @@ def test_resuming_a_log_without_a_header_starts_at_zero_quietly(tmp_path):
 
 @pytest.mark.slow
 def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(tmp_path):
-    # docs/monitor.md: a resumption from an earlier checkpoint logs its steps again; in
+    # docs/monitor_in_depth.md: a resumption from an earlier checkpoint logs its steps again; in
     # metrics.csv a row stands when its step is below every later row's step. Run A logs 0-9,
     # B goes back to 4 and crashes after 6, C goes back to 5 and logs 5-8: A's 7-9 and B's 5-6
     # were replaced, which gradlab plot's reader of metrics.jsonl also drops.

@@ -758,7 +758,7 @@ def test_a_listed_figure_the_user_deleted_is_no_error(tmp_path):
 
 
 class RowMedian(Quantity):
-    """A quantity of one's own with a figure (as docs/monitor.md's example)."""
+    """A quantity of one's own with a figure (as docs/monitor_in_depth.md's example)."""
 
     name = "row_median"
     needs = frozenset({"sorted_scores"})
