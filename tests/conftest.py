@@ -44,8 +44,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def offline_trackers(monkeypatch):
-    """W&B offline and quiet, MLflow without telemetry: no network."""
+def offline_trackers(monkeypatch, tmp_path):
+    """W&B offline and quiet, MLflow without telemetry: no network. MLflow's default store is
+    ``sqlite:///mlflow.db`` in the working folder (the repository's root under ``make test``):
+    a test's store is ``tmp_path/mlflow.db`` unless it sets another."""
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_DISABLE_CODE", "true")
@@ -57,7 +59,7 @@ def offline_trackers(monkeypatch):
     monkeypatch.setenv("WANDB_INIT_TIMEOUT", "300")
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     monkeypatch.setenv("DO_NOT_TRACK", "true")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     yield
     # MLflow keeps its tracking URI and active run in globals: leave none behind.
@@ -87,3 +89,4 @@ def _progress_mode_of_the_process():
     set_progress_mode("auto")
     yield
     set_progress_mode("auto")
+
