@@ -2,7 +2,9 @@
 
 import os
 import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -90,3 +92,50 @@ def _progress_mode_of_the_process():
     yield
     set_progress_mode("auto")
 
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+TOOL_CACHES = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".import_linter_cache"}
+"""What the tools write into the checkout beside the tests (bytecode, pytest's cache,
+Hypothesis's example database, the linters' caches; coverage's ``.coverage*`` files too)."""
+
+
+def _new_files_of_the_checkout() -> set[str] | None:
+    """The untracked and ignored paths of the checkout (``git status --porcelain --ignored``,
+    folders collapsed), tool caches aside; ``None`` where the tests do not run from the top of a
+    git work tree (an unpacked sdist, a copy such as mutmut's ``mutants/``) or git is missing."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=REPOSITORY,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        if top.returncode or Path(top.stdout.strip()).resolve() != REPOSITORY:
+            return None
+        status = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--ignored"],
+                                cwd=REPOSITORY, capture_output=True, text=True, timeout=60,
+                                check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    paths = {entry[3:] for entry in status.stdout.split("\0") if entry[:2] in ("??", "!!")}
+    return {path for path in paths
+            if not any(part in TOOL_CACHES or part.startswith(".coverage")
+                       for part in Path(path).parts)}  # fmt: skip
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_leave_no_files_in_the_checkout():
+    """Fails the session when its tests left new files in the repository (an MLflow store,
+    ``wandb/``, a figure) instead of ``tmp_path``: ``git status`` once at the start of each
+    test process and once at its end. Under pytest-xdist each worker compares its own start and
+    end; a file another worker's test wrote can show in both, never a file that was there
+    before."""
+    before = _new_files_of_the_checkout()
+    yield
+    if before is None:
+        return
+    after = _new_files_of_the_checkout()
+    left = sorted((after or set()) - before)
+    if left:
+        pytest.fail(
+            f"the tests of this process (not only the one above), or a command run beside them, "
+            f"left {left} in {REPOSITORY}: tests write into tmp_path (to find the test, run the "
+            "test files one at a time without -n and watch git status --ignored)",
+            pytrace=False,
+        )
