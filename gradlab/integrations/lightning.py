@@ -57,7 +57,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import TRAINER_PACKAGES, Monitor
-from gradlab.monitor.sinks import Sink, scalars, sink_kinds
+from gradlab.monitor.sinks import NumericSink, scalars, sink_kinds
 from gradlab.monitor.watched import watched_like, watching_call
 from gradlab.run_dirs import CALLBACK_FOLDER
 
@@ -96,7 +96,7 @@ def _next_version(folder: Path, resume: bool = False) -> int:
     return max(taken, default=-1) + (0 if resume and taken else 1)
 
 
-class TrainerLoggersSink(Sink):
+class TrainerLoggersSink(NumericSink):
     """A sink that writes each record into a Lightning Trainer's loggers (rank 0 only).
 
     Args:
@@ -109,14 +109,12 @@ class TrainerLoggersSink(Sink):
         self.trainer = trainer
         self.prefix = prefix
 
-    def write(self, record: dict) -> None:
+    def write_scalars(self, step: int, values: dict[str, float]) -> None:
         if not self.trainer.is_global_zero:  # the Monitor writes on rank 0 only; so do we
             return
-        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
-        if not values:  # the Monitor's note of disabled quantities alone: no number to log
-            return
+        logged = {f"{self.prefix}{key}": value for key, value in values.items()}
         for logger in self.trainer.loggers:
-            logger.log_metrics(values, step=int(record["step"]))
+            logger.log_metrics(logged, step=step)
 
 
 class _WatchedLoss:

@@ -188,6 +188,31 @@ class Sink:
         """Release files or writers."""
 
 
+class NumericSink(Sink):
+    """A sink that logs numbers alone (TensorBoard, W&B, MLflow, a Lightning Trainer's
+    loggers): :meth:`write` passes a record's :func:`scalars` and its step to
+    :meth:`write_scalars`. A record without a number (the Monitor's :data:`DISABLED_KEY` note
+    alone) is not passed on, and the note itself is left out.
+
+    Example:
+        >>> class Printed(NumericSink):
+        ...     def write_scalars(self, step, values):
+        ...         print(step, values)
+        >>> Printed().write({"step": 3, "loss": 0.5, "disabled": {"spread": "step 3: ..."}})
+        3 {'loss': 0.5}
+        >>> Printed().write({"step": 4, "disabled": {"spread": "step 4: ..."}})  # nothing
+    """
+
+    def write(self, record: dict) -> None:
+        values = scalars(record)
+        if values:  # else the Monitor's note of disabled quantities alone: no number to log
+            self.write_scalars(int(record["step"]), values)
+
+    def write_scalars(self, step: int, values: dict[str, float]) -> None:  # pragma: no cover
+        """Log ``values`` (a record's numbers, ``step`` left out; never empty) at ``step``."""
+        raise NotImplementedError
+
+
 class JSONLSink(Sink):
     """``metrics.jsonl``: a header record, then one object per logged step, each appended whole.
 
@@ -566,7 +591,7 @@ from the event files of other writers in the same folder (TensorBoard reads ever
 name holds ``tfevents``)."""
 
 
-class TensorBoardSink(Sink):
+class TensorBoardSink(NumericSink):
     """TensorBoard event files in the log folder (the ``tensorboard`` extra).
 
     A record is one event holding all its scalars (``SummaryWriter.add_scalar`` writes one event
@@ -614,15 +639,13 @@ class TensorBoardSink(Sink):
                 self.path.unlink()  # empty (cut back): a retried open makes another
             raise
 
-    def write(self, record: dict) -> None:
+    def write_scalars(self, step: int, values: dict[str, float]) -> None:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        values = [Summary.Value(tag=key, simple_value=value)
-                  for key, value in scalars(record).items()]  # fmt: skip
-        if not values:  # the Monitor's note of disabled quantities alone: no number to log
-            return
-        event = Event(wall_time=time.time(), step=record["step"], summary=Summary(value=values))
+        summary = Summary(value=[Summary.Value(tag=key, simple_value=value)
+                                 for key, value in values.items()])  # fmt: skip
+        event = Event(wall_time=time.time(), step=step, summary=summary)
         _append(self.handle, _tfrecord(event))
 
     def close(self) -> None:
@@ -703,7 +726,7 @@ _PREFIX = "gradlab/"
 """The key prefix of the W&B and MLflow sinks by default."""
 
 
-class WandbSink(Sink):
+class WandbSink(NumericSink):
     """Weights & Biases: log into the active run (``wandb.run``) or start one.
 
     Keys are ``prefix + key`` of ``metrics.jsonl``; the step is logged as the metric
@@ -763,12 +786,10 @@ class WandbSink(Sink):
         self.run.define_metric(f"{self.prefix}step")
         self.run.define_metric(f"{self.prefix}*", step_metric=f"{self.prefix}step")
 
-    def write(self, record: dict) -> None:
-        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
-        if not values:  # the Monitor's note of disabled quantities alone: no number to log
-            return
-        values[f"{self.prefix}step"] = int(record["step"])
-        self.run.log(values)
+    def write_scalars(self, step: int, values: dict[str, float]) -> None:
+        logged = {f"{self.prefix}{key}": value for key, value in values.items()}
+        logged[f"{self.prefix}step"] = step
+        self.run.log(logged)
 
     def close(self) -> None:
         if self.run is not None and self.owned:
@@ -803,7 +824,7 @@ past its limit (8,000 characters in MLflow 3.18, where a header with 20 quantiti
 reached 8,852)."""
 
 
-class MLflowSink(Sink):
+class MLflowSink(NumericSink):
     """MLflow: log into the active run (``mlflow.active_run()``) or start one.
 
     A new run is started against the configured tracking URI (``MLFLOW_TRACKING_URI`` or
@@ -889,16 +910,12 @@ class MLflowSink(Sink):
             if suffix != name and suffix.isdigit() and int(suffix) >= len(parts):
                 self.client.delete_tag(self.run_id, name)
 
-    def write(self, record: dict) -> None:
+    def write_scalars(self, step: int, values: dict[str, float]) -> None:
         from mlflow.entities import Metric
 
-        timestamp, step = int(time.time() * 1000), int(record["step"])
-        metrics = [
-            Metric(f"{self.prefix}{key}", value, timestamp, step)
-            for key, value in scalars(record).items()
-        ]
-        if not metrics:  # the Monitor's note of disabled quantities alone: no number to log
-            return
+        timestamp = int(time.time() * 1000)
+        metrics = [Metric(f"{self.prefix}{key}", value, timestamp, step)
+                   for key, value in values.items()]  # fmt: skip
         self.client.log_batch(self.run_id, metrics=metrics)
 
     def close(self) -> None:
