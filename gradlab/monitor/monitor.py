@@ -94,6 +94,14 @@ def _read_once(agreement: StepAgreement | None, batch: BatchView) -> bool:
             and not (batch.on_scores or batch.candidates is not None))  # fmt: skip
 
 
+def _own_batch(agreement: StepAgreement | None, batch: BatchView | None) -> bool:
+    """Whether a logged step's ``batch`` is read as it is, not gathered (every rank's alike,
+    read once; a score matrix, or queries against candidates, read on each rank as its own):
+    what the run's header records as ``"gathered"``."""
+    return batch is not None and (_read_once(agreement, batch) or batch.on_scores
+                                  or batch.candidates is not None)  # fmt: skip
+
+
 def _defined_by(quantity: Quantity, attribute: str) -> str:
     """The top-level package of the class that defines ``quantity``'s ``attribute`` (its
     instance first): ``"gradlab"`` for gradlab's own, even in a subclass of yours."""
@@ -291,7 +299,9 @@ class Monitor:
         self._not_backpropagated_warned = False  # a step's last call was not backpropagated
         self._said: set[str] = set()  # quantities whose said_of_logged was warned
         # quantities disabled since the last record written, and why: the next record says so
+        # (or close(), when none comes); the largest step they name
         self._disabled_notes: dict[str, str] = {}
+        self._notes_step: int | None = None
         self._trained = False  # a watched call (or attached forward) ran with gradients on
         # calls with gradients off before the first training call: a rank may evaluate alone
         # before training, so the ranks' agreement leaves them out of its count
@@ -747,7 +757,15 @@ class Monitor:
             elif len(self._adapters) == 1:
                 self.not_logged[quantity.name] = self.disabled[quantity.name] = reason
                 if self._opened:  # a header written already does not name it: the record will
-                    self._disabled_notes[quantity.name] = f"step {step}: {reason}"
+                    self._note(quantity.name, step, reason)
+                unkept = self._unkept_note()
+                if unkept:  # nor will any record (nor a header: metrics.csv has none)
+                    warnings.warn(
+                        f"gradlab.Monitor: step {step}: quantity {quantity.name!r} is logged no "
+                        f"more: {reason}{unkept}",
+                        RuntimeWarning,
+                        stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+                    )
         return kept
 
     # --- the step ------------------------------------------------------------------------------
@@ -813,19 +831,31 @@ class Monitor:
             return self._write_notes(step, batch)
         return self._record(step, batch, due)
 
-    def _write_notes(self, step: int, batch: BatchView | None) -> dict | None:
+    def _write_notes(self, step: int, batch: BatchView | None, own_batch: bool = False
+                     ) -> dict | None:  # fmt: skip
         """Write a record of the step alone with the note of the quantities disabled since the
         last record (:data:`~gradlab.monitor.sinks.DISABLED_KEY`), when there is one: on a step
         on which nothing else is due, it would otherwise wait for a record that may never
-        come."""
-        if not self._disabled_notes:
+        come. Under torch.distributed rank 0 alone writes it (no collective is needed).
+        ``own_batch``: as for :meth:`_open`, when this record is the run's first."""
+        if not self._disabled_notes or not is_rank_zero():
             return None
         self._open(batch.embeddings.device if batch is not None else None,
-                   first_step=self._first_step)  # fmt: skip
-        record = {"step": step, DISABLED_KEY: self._disabled_notes}
-        self._disabled_notes = {}
+                   first_step=self._first_step, own_batch=own_batch)  # fmt: skip
+        record = {"step": step, DISABLED_KEY: self._take_notes()}
         self.folder.write(record)
         return record
+
+    def _note(self, name: str, step: int, why: str) -> None:
+        """Keep the log's one line on quantity ``name``, disabled at ``step``, for the next
+        record written (:meth:`_write_notes`, :meth:`_record`, or :meth:`close`)."""
+        self._disabled_notes[name] = f"step {step}: {why}"
+        self._notes_step = step if self._notes_step is None else max(self._notes_step, step)
+
+    def _take_notes(self) -> dict[str, str]:
+        """The notes kept since the last record, which this record now carries."""
+        notes, self._disabled_notes, self._notes_step = self._disabled_notes, {}, None
+        return notes
 
     def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
         """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
@@ -993,11 +1023,14 @@ class Monitor:
     def _step_distributed(self, step: int, batch: BatchView | None) -> dict | None:
         """A step under torch.distributed: every rank agrees first, even one without a batch
         (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
-        if self.out_of_step is not None or not self._scheduled(step):
+        if self.out_of_step is not None:
             return None
+        if not self._scheduled(step):  # a schedule that raised when the call asked it: rank 0
+            return self._write_notes(step, batch, _own_batch(None, batch))  # writes its note
         agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()
-        if agreement is None:
-            return None
+        if agreement is None:  # skipped on every rank (or out of step: noted there)
+            return None if self.out_of_step is not None else self._write_notes(
+                step, batch, _own_batch(None, batch))  # fmt: skip
         due = [q for q in self._scheduled(step) if q.name not in self.disabled]
         return self._record(step, batch, due, agreement)
 
@@ -1014,9 +1047,10 @@ class Monitor:
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
             if is_rank_zero():  # the log says so too: every quantity's keys end here
-                self._disabled_notes.update({
-                    q.name: f"step {step}: {agreement.out_of_step}; the Monitor stops logging"
-                    for q in self.quantities if q.name not in self.disabled})  # fmt: skip
+                for quantity in self.quantities:
+                    if quantity.name not in self.disabled:
+                        self._note(quantity.name, step,
+                                   f"{agreement.out_of_step}; the Monitor stops logging")
                 self._write_notes(step, batch)
             warnings.warn(
                 f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or called "
@@ -1063,7 +1097,9 @@ class Monitor:
             if self.distributed == "auto":
                 gather_batch(batch, agreement.rows if agreement else None,
                              same=agreement is not None and agreement.same)  # fmt: skip
-            return None
+            # rank 0 writes the note of one disabled here, which nothing else logged at this
+            # step carries (the step's schedule gave it no other quantity)
+            return self._write_notes(step, batch, _own_batch(agreement, batch))
         changed = batch.changed_since_call()
         if changed and not self._changed_warned:
             self._changed_warned = True
@@ -1096,8 +1132,7 @@ class Monitor:
         # the run's header says whether the first step's batch was gathered: not when every
         # rank held it alike (read once), nor for a score matrix or queries against candidates,
         # which are read on rank 0's own call
-        own_batch = (_read_once(agreement, batch) or batch.on_scores
-                     or batch.candidates is not None)  # fmt: skip
+        own_batch = _own_batch(agreement, batch)
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,
                                  same=agreement is not None and agreement.same)  # fmt: skip
@@ -1153,7 +1188,7 @@ class Monitor:
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
         self._open(batch.embeddings.device, first_step=self._first_step, own_batch=own_batch)
         if self._disabled_notes:  # disabled since the last record (this step's included)
-            record[DISABLED_KEY], self._disabled_notes = self._disabled_notes, {}
+            record[DISABLED_KEY] = self._take_notes()
         self.folder.write(record)
         return record
 
@@ -1304,23 +1339,34 @@ class Monitor:
         where = f" in {method}" if method else ""
         whose = _whose_copy()
         step = self.step_count if step is None else step
+        unkept = self._unkept_note()
         if returned or isinstance(error, GradlabError):
             message = str(error)  # it says what it refuses
             refused = f", refused{where}" if method else ""
-            said = f"is disabled{refused}{whose}: {message} (strict=True raises instead)"
+            said = f"is disabled{refused}{whose}: {message} (strict=True raises instead){unkept}"
             note = message if returned else f"refused{where}: {message}"
         else:
             message = "".join(traceback.format_exception(error))
-            said = (f"raised{where} and is disabled{whose} (strict=True raises instead):\n"
-                    f"{message}")
+            said = (f"raised{where} and is disabled{whose} (strict=True raises instead)"
+                    f"{unkept}:\n{message}")
             note = f"raised{where}: {type(error).__name__}: {error}"  # its last line, not all
         self.disabled[quantity.name] = message
-        self._disabled_notes[quantity.name] = f"step {step}: {note}"  # the log's one line
+        self._note(quantity.name, step, note)  # the log's one line
         warnings.warn(
             f"gradlab.Monitor: step {step}: quantity {quantity.name!r} {said}",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )
+
+    def _unkept_note(self) -> str:
+        """What a warning that disables a quantity adds where no sink of the run keeps the
+        log's note of it (:attr:`~gradlab.monitor.sinks.Sink.keeps_notes`: the CSV file and the
+        trackers hold numbers alone), on the rank that writes: that the warning is the only
+        place it is said. Else ``""``."""
+        if not is_rank_zero() or any(sink.keeps_notes for sink in self.sinks):
+            return ""
+        return ("; the run's sinks hold numbers alone, so no log of it says so (add the "
+                "'jsonl' sink: its metrics.jsonl notes it)")
 
     def _open(self, device: torch.device | None, first_step: int | None = None,
               own_batch: bool = False) -> None:  # fmt: skip
@@ -1458,6 +1504,11 @@ class Monitor:
         finally:
             if writes:
                 try:
+                    # a note no record carried yet (a watched call after the last step()
+                    # disabled a quantity): written now, at the step it names; once out of
+                    # step, the Monitor logs nothing more
+                    if self._disabled_notes and self.out_of_step is None:
+                        self._write_notes(self._notes_step, None)
                     # a new run that logged nothing gets its header; a resume or an overwrite
                     # that wrote no record leaves the old run as it was (an overwrite's files
                     # go at the first record; a resume's header would say settings, as tau,

@@ -91,8 +91,10 @@ many records it missed since its last one, and ``dropped_steps``, their steps.""
 DISABLED_KEY = "disabled"
 """The note of the first record written after the Monitor disabled quantities during the run
 (one raised, or returned what it cannot log; a loss's call showed it cannot serve one):
-``{name: why}``, each quantity once. ``metrics.jsonl`` keeps it; the CSV, TensorBoard, W&B and
-MLflow sinks, which hold numbers, leave it out."""
+``{name: why}``, each quantity once (a record of the note alone when no other comes, at the
+latest at ``close()``). ``metrics.jsonl`` keeps it; the CSV, TensorBoard, W&B and MLflow sinks,
+which hold numbers, leave it out (:attr:`Sink.keeps_notes`), and where no sink of a run keeps
+it the Monitor's warning says so."""
 
 
 def require_extra(module: str, extra: str, sink: str) -> None:
@@ -141,6 +143,11 @@ class Sink:
         failed: set True by the Monitor before :meth:`close` when training raised inside its
             ``with`` block: a run the sink started ends marked as failed (W&B's exit code 1,
             MLflow's ``FAILED``), as the trackers' own context managers mark it.
+        keeps_notes: whether the sink keeps the Monitor's :data:`DISABLED_KEY` note: True for
+            ``metrics.jsonl`` and a sink of your own (it takes the records whole), False for
+            the CSV file and the :class:`NumericSink` sinks, which hold numbers alone. When no
+            sink of a run keeps it, the Monitor's warning says that it is the only place the
+            note is said.
 
     Example:
         >>> import tempfile, torch, gradlab
@@ -161,6 +168,7 @@ class Sink:
 
     patterns: tuple[str, ...] = ()
     failed: bool = False
+    keeps_notes: bool = True
 
     def existing(self, log_dir: Path) -> list[Path]:
         """Files of ``log_dir`` that this sink would append to: a previous run."""
@@ -202,6 +210,8 @@ class NumericSink(Sink):
         3 {'loss': 0.5}
         >>> Printed().write({"step": 4, "disabled": {"spread": "step 4: ..."}})  # nothing
     """
+
+    keeps_notes = False
 
     def write(self, record: dict) -> None:
         values = scalars(record)
@@ -408,6 +418,8 @@ class CSVSink(Sink):
         >>> [row["step"] for row in rows], "loss" in rows[0]
         (['0', '1'], True)
     """
+
+    keeps_notes = False  # a table of numbers: the note has no column (see the class docstring)
 
     def __init__(self, filename: str = "metrics.csv") -> None:
         self.filename = filename

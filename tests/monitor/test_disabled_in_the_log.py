@@ -165,3 +165,76 @@ def test_gradlab_plot_says_when_a_resumed_run_logs_a_disabled_quantity_again(tmp
         "raised in compute(): ValueError: no value) during the run: its keys end there "
         "('flaky' is logged again from step 3, where the run resumed)"
     ]
+
+
+def _train_then_call(log_dir, quantities, steps, sinks=("jsonl",)):
+    """``steps`` steps, then one more watched call and ``close()`` with no ``monitor.step()``
+    between them (a loop that ends after its last batch's backward)."""
+    generator = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(log_dir, quantities=quantities, sinks=list(sinks)) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for step in range(steps + 1):
+                embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+                loss_fn(embeddings, torch.arange(8) % 2).backward()
+                if step < steps:
+                    monitor.step()
+    return [str(w.message) for w in caught]
+
+
+def test_close_writes_the_note_of_a_call_after_the_last_step(tmp_path):
+    # the call of step 2 disabled the quantity; close() came before any step() could write it
+    _train_then_call(tmp_path, [Loss(every(1)), Flaky("at_call", at_step=2)], steps=2)
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[2] == {"step": 2, "disabled": {
+        "flaky": "step 2: raised in at_call(): KeyError: 'boom'"}}  # fmt: skip
+
+
+def test_close_writes_the_note_of_a_schedule_that_raised_at_the_last_call(tmp_path):
+    _train_then_call(tmp_path, [Flaky("compute", at_step=99, schedule=_raises_at(3))], steps=3)
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    assert records[3] == {"step": 3, "disabled": {
+        "flaky": "step 3: raised in its schedule: RuntimeError: bad step"}}  # fmt: skip
+
+
+def test_with_the_csv_sink_alone_the_warning_says_it_is_the_only_place(tmp_path):
+    # metrics.csv is a table of numbers and the run's one file: it gets no note (no column, no
+    # row of the note alone), so the warning says that no log holds it, and how to get one
+    told = [w for w in _train_then_call(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)],
+                                        steps=3, sinks=("csv",)) if "'flaky'" in w]  # fmt: skip
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["step", "loss", "flaky_mean"]
+    assert [(row["step"], row["flaky_mean"] != "") for row in rows] == [
+        ("0", True), ("1", False), ("2", False)]  # fmt: skip
+    assert len(told) == 1 and told[0].startswith(
+        "gradlab.Monitor: step 1: quantity 'flaky' raised in compute() and is disabled "
+        "(strict=True raises instead); the run's sinks hold numbers alone, so no log of it "
+        "says so (add the 'jsonl' sink: its metrics.jsonl notes it):\n")
+
+
+def test_beside_the_jsonl_sink_the_warning_says_nothing_of_the_log(tmp_path):
+    quantities = [Loss(every(1)), Flaky("compute", at_step=1)]
+    told = [w for w in _train_then_call(tmp_path, quantities, steps=3, sinks=("jsonl", "csv"))
+            if "'flaky'" in w]  # fmt: skip
+    assert len(told) == 1 and told[0].startswith(
+        "gradlab.Monitor: step 1: quantity 'flaky' raised in compute() and is disabled "
+        "(strict=True raises instead):\n")
+
+
+def test_with_the_csv_sink_alone_a_quantity_the_loss_cannot_serve_after_all_is_warned_of(
+    tmp_path,
+):
+    # with metrics.jsonl its note says so; metrics.csv holds none, and nothing else said it
+    told = [w for w in _train_then_call(tmp_path, [Loss(every(1)),
+                                                   Flaky("not_applicable", at_step=1)],
+                                        steps=3, sinks=("csv",)) if "'flaky'" in w]  # fmt: skip
+    assert told == [
+        "gradlab.Monitor: step 1: quantity 'flaky' is logged no more: the loss stopped giving "
+        "embeddings; the run's sinks hold numbers alone, so no log of it says so (add the "
+        "'jsonl' sink: its metrics.jsonl notes it)"
+    ]

@@ -1,0 +1,110 @@
+"""Two-rank gloo workers for the Monitor's note of disabled quantities and its group-wide
+warnings under ``torch.distributed`` (importable by spawn).
+
+``notes_worker`` trains with a quantity of the user's own that is disabled at step 2 while no
+other quantity is due then or later, in one of three ways (``case``):
+
+* ``"at_call"``: its ``at_call`` raises on rank 0, which writes the log;
+* ``"schedule"``: its schedule raises for step 2 (on every rank);
+* ``"last_call"``: its ``at_call`` raises on rank 0 at the call of step 2, after which
+  ``close()`` comes with no ``monitor.step()``.
+
+``same_batch_worker`` trains three steps on the same batch on both ranks (the case the Monitor
+reads once, and warns of once).
+
+Each rank writes what it was warned of (gradlab's warnings) to ``warnings_<rank>.json``.
+"""
+
+import datetime
+import json
+import os
+import warnings
+
+import torch
+
+import gradlab
+from gradlab.monitor import Loss, Monitor, Quantity
+
+DISABLED_AT = 2
+
+
+class FailsAtStep(Quantity):
+    """The mean of the step's embeddings; its ``at_call`` raises on rank 0 at
+    :data:`DISABLED_AT` when ``fails`` (its calls counted from 0, one per step)."""
+
+    name = "fails_at_step"
+    keys = ("fails_at_step",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, schedule, fails: bool) -> None:
+        super().__init__(schedule)
+        self.fails, self.calls = fails, 0
+
+    def at_call(self, batch):
+        self.calls += 1
+        if self.fails and torch.distributed.get_rank() == 0 and self.calls - 1 == DISABLED_AT:
+            raise KeyError("injected failure at the call")
+
+    def compute(self, batch):
+        return {"fails_at_step": batch.embeddings.double().mean()}
+
+
+def _every_step_but_one(step: int) -> bool:
+    if step == DISABLED_AT:
+        raise RuntimeError("bad step")
+    return True
+
+
+def _init(rank: int, world: int, init_file: str) -> None:
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=30),
+    )
+
+
+def _batch(rank: int, step: int):
+    generator = torch.Generator().manual_seed(1000 * rank + step)
+    return torch.randn(8, 4, generator=generator, requires_grad=True), torch.arange(8) % 2
+
+
+def _save(out_dir: str, rank: int, caught) -> None:
+    seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
+    with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
+        json.dump(seen, handle)
+
+
+def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str) -> None:
+    _init(rank, world, init_file)
+    if case == "schedule":
+        quantities = [FailsAtStep(_every_step_but_one, fails=False)]
+    else:  # the loss at step 0 (and 1), the failing quantity at every step
+        quantities = [Loss(lambda step: step < 1), FailsAtStep(lambda step: True, fails=True)]
+    steps = 3 if case == "last_call" else 4  # the last call's step never closes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(os.path.join(out_dir, "run"), quantities=quantities)
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        for step in range(steps):
+            embeddings, labels = _batch(rank, step)
+            loss_fn(embeddings, labels).backward()
+            if not (case == "last_call" and step == steps - 1):
+                monitor.step()
+        monitor.close()
+    _save(out_dir, rank, caught)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(os.path.join(out_dir, "run"), preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for step in range(3):
+                embeddings, labels = _batch(0, step)  # rank 0's batch on every rank
+                loss_fn(embeddings, labels).backward()
+                monitor.step()
+    _save(out_dir, rank, caught)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

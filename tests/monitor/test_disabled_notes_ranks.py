@@ -1,0 +1,66 @@
+"""Under torch.distributed (two gloo ranks): the note of a quantity disabled on rank 0 reaches
+the log even when nothing is logged after it.
+
+Before, rank 0 wrote the note only into a record of a later logged step: a quantity disabled
+at its call, or by its schedule, on a step that logged nothing else, with nothing logged after
+it, left the log without a word of it (``close()`` did not write it either).
+"""
+
+import json
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from gradlab.monitor import read_jsonl
+from tests.helpers.disabled_notes_ranks import DISABLED_AT, notes_worker
+
+TIME_BOX_S = 60
+
+
+def _spawn(tmp_path, worker, *args):
+    """Two ranks of ``worker``, failing the test if a rank still runs after the time box;
+    returns each rank's warnings."""
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    context = mp.start_processes(worker, args=(2, str(tmp_path / "init"), str(tmp_path), *args),
+                                 nprocs=2, join=False, start_method="spawn")  # fmt: skip
+    deadline = time.monotonic() + TIME_BOX_S
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"a rank still runs after {TIME_BOX_S} s (hung)")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    return [json.loads((tmp_path / f"warnings_{rank}.json").read_text()) for rank in range(2)]
+
+
+NOTES = {
+    "at_call": "raised in at_call(): KeyError: 'injected failure at the call'",
+    "schedule": "raised in its schedule: RuntimeError: bad step",
+    "last_call": "raised in at_call(): KeyError: 'injected failure at the call'",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(NOTES))
+def test_a_note_that_no_later_record_carries_is_written_by_rank_0(tmp_path, case):
+    _spawn(tmp_path, notes_worker, case)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, DISABLED_AT]
+    assert records[-1] == {"step": DISABLED_AT, "disabled": {
+        "fails_at_step": f"step {DISABLED_AT}: {NOTES[case]}"}}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_rank_0_alone_is_warned_of_there_alone(tmp_path):
+    # rank-specific: said on the rank whose copy is disabled, and on no other
+    told = _spawn(tmp_path, notes_worker, "at_call")
+    assert len(told[0]) == 1 and told[0][0].startswith(
+        f"gradlab.Monitor: step {DISABLED_AT}: quantity 'fails_at_step' raised in at_call() "
+        "and is disabled on rank 0, which writes the log: it is logged no more")
+    assert told[1] == []
+
