@@ -1052,18 +1052,19 @@ class Monitor:
                         self._note(quantity.name, step,
                                    f"{agreement.out_of_step}; the Monitor stops logging")
                 self._write_notes(step, batch)
-            warnings.warn(
-                f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or called "
-                "the loss more often than the others. The Monitor stops logging for the rest of "
-                "the run rather than mix the ranks' steps; call monitor.step() once per "
-                "optimizer step on every rank",
-                RuntimeWarning,
-                stacklevel=stacklevel,
-            )
+                # of the whole group, the same on every rank: said once, by rank 0
+                warnings.warn(
+                    f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or "
+                    "called the loss more often than the others. The Monitor stops logging for "
+                    "the rest of the run rather than mix the ranks' steps; call monitor.step() "
+                    "once per optimizer step on every rank",
+                    RuntimeWarning,
+                    stacklevel=stacklevel,
+                )
             return None
         if not agreement.log:
-            self.skipped_steps += 1
-            if self.skipped_steps == 1:
+            self.skipped_steps += 1  # on every rank; said once, by rank 0
+            if self.skipped_steps == 1 and is_rank_zero():
                 warnings.warn(
                     f"gradlab.Monitor: step {step} is not logged on any rank: "
                     f"{agreement.skipped}; later such steps are counted in "
@@ -1072,7 +1073,7 @@ class Monitor:
                     stacklevel=stacklevel,
                 )
             return None
-        if _read_once(agreement, batch) and not self._same_warned:
+        if _read_once(agreement, batch) and not self._same_warned and is_rank_zero():
             self._same_warned = True
             warnings.warn(
                 f"gradlab.Monitor: at step {step} every rank holds the same batch "
@@ -1499,7 +1500,9 @@ class Monitor:
                 self._warn_group_gone(writes, stacklevel + 1)
             elif log_last_step:
                 self._log_last_step()
-            if self.skipped_calls and self._stepped and not self._opened and not raised:
+            # of the log, which rank 0 alone writes (another rank's unread calls were warned
+            # of on that rank, at the call)
+            if self.skipped_calls and self._stepped and not self._opened and not raised and writes:
                 self._warn_nothing_read(stacklevel + 1)  # one frame more: this method
         finally:
             if writes:

@@ -1,9 +1,12 @@
 """Under torch.distributed (two gloo ranks): the note of a quantity disabled on rank 0 reaches
-the log even when nothing is logged after it.
+the log even when nothing is logged after it, and a warning about the whole group is given
+once, by rank 0.
 
 Before, rank 0 wrote the note only into a record of a later logged step: a quantity disabled
 at its call, or by its schedule, on a step that logged nothing else, with nothing logged after
-it, left the log without a word of it (``close()`` did not write it either).
+it, left the log without a word of it (``close()`` did not write it either). And the warnings
+that tell the group's decision (a step not logged on any rank, ranks out of step, every rank
+holding the same batch) were printed by every rank, each with the same words.
 """
 
 import json
@@ -14,7 +17,7 @@ import torch
 import torch.multiprocessing as mp
 
 from gradlab.monitor import read_jsonl
-from tests.helpers.disabled_notes_ranks import DISABLED_AT, notes_worker
+from tests.helpers.disabled_notes_ranks import DISABLED_AT, notes_worker, same_batch_worker
 
 TIME_BOX_S = 60
 
@@ -64,3 +67,10 @@ def test_a_quantity_disabled_on_rank_0_alone_is_warned_of_there_alone(tmp_path):
         "and is disabled on rank 0, which writes the log: it is logged no more")
     assert told[1] == []
 
+
+@pytest.mark.slow
+def test_every_rank_holding_the_same_batch_is_said_once_by_rank_0(tmp_path):
+    told = _spawn(tmp_path, same_batch_worker)
+    assert len(told[0]) == 1 and told[0][0].startswith(
+        "gradlab.Monitor: at step 0 every rank holds the same batch")
+    assert told[1] == []

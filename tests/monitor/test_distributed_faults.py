@@ -94,6 +94,10 @@ def test_a_rank_without_a_usable_batch_skips_that_step_on_every_rank(tmp_path, f
     assert [rank["skipped_steps"] for rank in ranks] == [1, 1]
     told = [w for w in ranks[0]["warnings"] if "rank 1" in w and f"step {FAULT_STEP}" in w]
     assert len(told) == 1, ranks[0]["warnings"]
+    # the group's decision is said once, by rank 0; rank 1 says nothing of the log rank 0
+    # wrote (it said "nothing was logged" at close(), of a log that holds three steps)
+    assert not [w for w in ranks[1]["warnings"]
+                if "not logged on any rank" in w or "nothing was logged" in w]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -108,7 +112,8 @@ def test_a_rank_skipping_monitor_step_stops_the_gathering_without_mixing(tmp_pat
         assert record["loss"] == pytest.approx(_mean_loss(ranks, record["step"]), rel=1e-6)
     for rank in ranks:
         assert rank["out_of_step"] and "rank 1" in rank["out_of_step"]
-        assert sum("out of step" in w for w in rank["warnings"]) == 1
+    # of the whole group: said once, by rank 0
+    assert [sum("out of step" in w for w in rank["warnings"]) for rank in ranks] == [1, 0]
 
 
 # --- the decision itself: every outcome from a synthetic table (no process group) -------------
