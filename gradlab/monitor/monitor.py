@@ -637,12 +637,14 @@ class Monitor:
         return set().union(*(q.needs for q in self.quantities if q.name not in skipped))
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
-                 due: list[Quantity], wanted: set[str] | None = None):  # fmt: skip
+                 due: list[Quantity], wanted: set[str] | None = None,
+                 step: int | None = None):  # fmt: skip
         """Keep the batch of a logged step (detached), its gradients hooked to be read. A call
         that cannot be read, or whose part a quantity cannot take (:meth:`Quantity.at_call`
         raises), is not kept: the step logs what it held before the call. ``due``: the
         quantities whose :meth:`Quantity.at_call` runs; ``wanted``: :meth:`_wanted`, when the
-        caller has it."""
+        caller has it; ``step``: the step the call belongs to (the current one when None; the
+        last closed step when ``close()`` reads its call again)."""
         batch = None
         self._follow_loss_tau(adapter)
         try:
@@ -668,7 +670,8 @@ class Monitor:
             try:
                 quantity.at_call(batch)
             except Exception as error:  # this quantity alone: the call is kept for the others
-                self._fail(quantity, error, "at_call()", self.step_count)
+                self._fail(quantity, error, "at_call()",
+                           self.step_count if step is None else step)  # fmt: skip
         if (self._pending is not None and self._pending_adapter is not adapter
                 and self._pending_trained):  # an evaluation before it: replaced, no sum
             self._warn_second_loss(self._pending_adapter, adapter)
@@ -1564,8 +1567,8 @@ class Monitor:
             return  # nothing watched, or the last step was logged already
         due = [q for q in enabled if not q.needs_grad]
         batch = self._last_batch(last, due) if due else None
-        if batch is not None:
-            self._record(last, batch, due)
+        if batch is not None:  # less a quantity whose at_call() raised on reading it again
+            self._record(last, batch, [q for q in due if q.name not in self.disabled])
 
     def _last_batch(self, step: int, due: list[Quantity]) -> BatchView | None:
         """The batch of the last watched call of ``step`` (the last step ``step()`` closed;
@@ -1588,7 +1591,7 @@ class Monitor:
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),
             )
             return None
-        self._capture(args, kwargs, loss, adapter, due=due,
+        self._capture(args, kwargs, loss, adapter, due=due, step=step,
                       wanted=set().union(*(q.needs for q in due)))  # fmt: skip
         batch, self._pending = self._pending, None
         adapter.remove_hooks()  # a backward already ran: they would never fire for this batch

@@ -238,3 +238,23 @@ def test_with_the_csv_sink_alone_a_quantity_the_loss_cannot_serve_after_all_is_w
         "embeddings; the run's sinks hold numbers alone, so no log of it says so (add the "
         "'jsonl' sink: its metrics.jsonl notes it)"
     ]
+
+
+def test_an_at_call_that_raises_when_close_reads_the_last_step_again_names_that_step(tmp_path):
+    # the schedule skips step 1, so close() reads its call again to log it: the quantity's
+    # at_call raises there, for step 1; the record of step 1 holds no value of it
+    schedule = lambda step: step % 2 == 0  # noqa: E731
+    quantities = [Loss(schedule), Flaky("at_call", at_step=1, schedule=schedule)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=quantities) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for _ in range(2):
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                monitor.step()
+    told = [str(w.message) for w in caught if "'flaky'" in str(w.message)]
+    assert len(told) == 1 and told[0].startswith("gradlab.Monitor: step 1: quantity 'flaky'")
+    records = read_jsonl(tmp_path / "metrics.jsonl")[1]
+    assert [sorted(r) for r in records] == [
+        ["flaky_mean", "loss", "step"], ["disabled", "loss", "step"]]  # fmt: skip
+    assert records[1]["disabled"] == {"flaky": "step 1: raised in at_call(): KeyError: 'boom'"}
