@@ -249,6 +249,8 @@ class RunFolder:
         except OSError as error:
             self._claim_error = error
         if first_step is not None and "resumed" in self.previous:
+            if first_step < self.start_step:  # back to an earlier checkpoint: say it now
+                self._went_back(first_step)
             self.previous["resumed"]["from_step"] = first_step
         self._header = self.header(run, device)  # not reached when the claim is refused
         if self._token is not None:
@@ -257,6 +259,21 @@ class RunFolder:
                     self._open_sink(index)
                 except Exception as error:
                     self._open_errors[index] = error
+
+    def _went_back(self, first_step: int) -> None:
+        """Warn that this resumption starts at ``first_step``, which the run had logged: its
+        files keep those records, before the new header."""
+        last = self.start_step - 1
+        logged = f"step {last}" if first_step == last else f"steps {first_step} to {last}"
+        warnings.warn(
+            f"gradlab.Monitor: the run in {str(self.path)!r} resumes at step {first_step}, "
+            f"which it had logged (its last record is step {last}: training went back to an "
+            f"earlier checkpoint); the records of {logged} it logged before stay in its files, "
+            "ahead of this part's header, so those steps are logged twice. gradlab plot draws "
+            "this part's in their place, as read_jsonl(path, as_trained=True) reads them",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     def write(self, record: dict) -> None:
         """Write ``record`` into every sink, opening those not open yet; never raises for a

@@ -1164,7 +1164,9 @@ def last_jsonl_step(path: str | Path) -> int | None:
     return last
 
 
-def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], list[dict]]:
+def read_jsonl(
+    path: str | Path, *, strict: bool = False, as_trained: bool = False
+) -> tuple[list[dict], list[dict]]:
     """``(headers, records)`` of a ``metrics.jsonl`` file; NaN/infinity strings decoded.
 
     Args:
@@ -1173,13 +1175,19 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
             lines (a write cut short by a killed process, bytes that are not UTF-8, JSON that is
             not an object, a record without an integer ``"step"``) are skipped, and one
             ``UserWarning`` gives their count and line numbers.
+        as_trained: The records the training went on with, as ``gradlab plot`` draws them:
+            where a resumption (or ``monitor.step_count`` set back) starts at a step the run
+            had logged, going back to an earlier checkpoint, its records replace those logged
+            before from that step on, so each step appears once. False (the default): every
+            record in file order. A log that holds several runs one after the other (a header
+            without ``"resumed"`` starts one) keeps each run's records, in turn.
 
     Returns:
         The headers (the ``"header"`` objects) and the records, each in file order.
 
     Raises:
         GradlabError: under ``strict``, a line that is not a header or a record; ``strict``
-            not a bool; a folder without a ``metrics.jsonl``.
+            or ``as_trained`` not a bool; a folder without a ``metrics.jsonl``.
         OSError: ``path`` cannot be read.
 
     Example:
@@ -1193,14 +1201,30 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
         ([{'run': 1}], [{'step': 0, 'loss': nan}])
         >>> str(caught[0].message).split(": ", 1)[1]
         'skipped a line that is not a JSON object (a JSON array)'
+        >>> resumed = '{"header": {"resumed": {"from_step": 1}}}\\n{"step": 1, "x": 5}\\n'
+        >>> _ = path.write_text('{"header": {}}\\n{"step": 0}\\n{"step": 1}\\n{"step": 2}\\n'
+        ...                     + resumed)
+        >>> read_jsonl(path, as_trained=True)[1]  # resumed at step 1: steps 1 and 2 replaced
+        [{'step': 0}, {'step': 1, 'x': 5}]
     """
+    if not isinstance(as_trained, bool):
+        raise GradlabError(f"as_trained must be True or False; got {as_trained!r}")
     headers, records = [], []
+    run: list[dict] = []  # as_trained: the records of the run being read
     for record in _json_objects(path, strict):
         if "header" in record:
             headers.append(record["header"])
+            if as_trained and not record["header"].get("resumed"):  # another run starts
+                records += run
+                run = []
+        elif as_trained:
+            step = record["step"]
+            if run and step <= run[-1]["step"]:  # back to an earlier checkpoint
+                run = [earlier for earlier in run if earlier["step"] < step]
+            run.append(record)
         else:
             records.append(record)
-    return headers, records
+    return headers, records + run
 
 
 def last_jsonl_header(path: str | Path) -> dict | None:

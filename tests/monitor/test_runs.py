@@ -623,6 +623,9 @@ def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(
         ((_, records),) = load_runs([tmp_path])
     assert rows["step"].tolist() == [record["step"] for record in records] == list(range(9))
     assert rows["loss"].tolist() == [record["loss"] for record in records]
+    _, trained = read_jsonl(tmp_path, as_trained=True)  # the same records, no figure needed
+    assert [(r["step"], r["loss"]) for r in trained] == list(
+        zip(rows["step"], rows["loss"], strict=True))
     assert len(set(rows["loss"])) == 9  # the three runs' losses differ: the rows are told apart
 
 
@@ -826,3 +829,37 @@ def test_an_event_file_too_short_to_hold_a_header_is_no_run(tmp_path):
     (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
     assert "overwrote" not in header and [record["step"] for record in records] == [0]
     assert stub.read_bytes() == b"\x00" * 11
+
+
+def test_a_resumption_at_a_step_the_run_logged_says_so_at_its_first_record(tmp_path):
+    # A trainer resumed from an older checkpoint: the log ends at step 9, the loop goes on from
+    # step 4. The earlier records of steps 4-9 stay in the file; only gradlab plot used to say.
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=10)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            monitor.step_count = 4
+            train(monitor, steps=2)
+    said = [str(w.message) for w in caught if "resumes at step" in str(w.message)]
+    assert said == [
+        f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes at step 4, which it had logged "
+        "(its last record is step 9: training went back to an earlier checkpoint); the records "
+        "of steps 4 to 9 it logged before stay in its files, ahead of this part's header, so "
+        "those steps are logged twice. gradlab plot draws this part's in their place, as "
+        "read_jsonl(path, as_trained=True) reads them"
+    ]
+    # said at the line outside gradlab that made the record (the loop's, here the helper's)
+    (where,) = [w.filename for w in caught if "resumes at step" in str(w.message)]
+    assert where.endswith(os.path.join("helpers", "training.py"))
+
+
+def test_a_resumption_after_the_runs_last_step_says_nothing_of_going_back(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            assert monitor.step_count == 3
+            train(monitor, steps=2)
+    assert not [w for w in caught if "resumes at step" in str(w.message)]

@@ -17,7 +17,7 @@ import warnings
 import pytest
 import torch
 
-from gradlab import Monitor
+from gradlab import GradlabError, Monitor
 from gradlab.monitor import CSVSink, JSONLSink, Loss, Quantity, every, read_jsonl
 from gradlab.monitor.sinks import decode_value, encode_value
 from tests.helpers.sink_data import TABLE, FixedTable, same
@@ -251,3 +251,45 @@ def test_a_tensorboard_event_file_opens_with_its_version_and_every_event_has_its
     assert events[0].file_version == "brain.Event:2"
     assert all(start <= event.wall_time <= end for event in events)
     assert [event.step for event in events[2:]] == [0, 1]  # after the version and the header
+
+
+def _trained_by_brute_force(runs):
+    """Each run's records, a step kept when no later record of its run has a step at or
+    below it (training went back past it): the definition, checked pair by pair."""
+    kept = []
+    for records in runs:
+        kept += [r for i, r in enumerate(records)
+                 if all(later["step"] > r["step"] for later in records[i + 1:])]
+    return kept
+
+
+def test_read_jsonl_as_trained_keeps_the_records_the_training_went_on_with(tmp_path):
+    # run 1: steps 0-5; resumed at 3 (an earlier checkpoint), steps 3-6; step_count set back
+    # to 5 within that part; resumed after its end at 7; then a second run from step 0.
+    parts = [({}, [0, 1, 2, 3, 4, 5]),
+             ({"resumed": {"from_step": 3}}, [3, 4, 5, 6, 5, 6]),
+             ({"resumed": {"from_step": 7}}, [7, 8]),
+             ({}, [0, 1, 1, 2])]  # fmt: skip
+    lines, runs, tag = [], [], 0
+    for header, steps in parts:
+        lines.append(json.dumps({"header": header}))
+        if not header.get("resumed"):
+            runs.append([])
+        for step in steps:
+            tag += 1  # tells records of one step apart
+            lines.append(json.dumps({"step": step, "tag": tag}))
+            runs[-1].append({"step": step, "tag": tag})
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    headers, trained = read_jsonl(tmp_path, as_trained=True)
+    assert headers == [header for header, _ in parts]
+    assert trained == _trained_by_brute_force(runs)
+    assert [r["step"] for r in trained] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 2]
+    _, every_record = read_jsonl(tmp_path)
+    assert every_record == [r for run in runs for r in run]
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_read_jsonl_refuses_an_as_trained_that_is_not_a_bool(tmp_path, value):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n')
+    with pytest.raises(GradlabError, match=r"as_trained must be True or False; got "):
+        read_jsonl(tmp_path, as_trained=value)
