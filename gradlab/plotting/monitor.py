@@ -388,7 +388,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         pieces: list[list[dict]] = []
         parts: list[list[tuple[float, dict | None]]] = []  # each piece's headers' schedules
         highest = -math.inf  # the last piece's largest step
-        went_back: list[tuple[int, int]] = []  # resumptions from earlier checkpoints
+        went_back: list[tuple[int, int, int | None]] = []  # resumed at earlier checkpoints
         set_back: list[tuple[int, int, int]] = []  # steps going back within one run
         try:
             segments = _read_log(log)
@@ -403,7 +403,8 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             if pieces and header.get("resumed"):  # a resumption continues its run
                 first = records[0]["step"] if records else math.inf  # every record has one
                 replaced = _continue(pieces[-1], records, highest, first)
-                went_back += [replaced] if replaced else []
+                if replaced:  # with the step the resumption says it starts from
+                    went_back.append((*replaced, _from_step(header)))
                 if records:  # its schedules from its first step on, in place of any later
                     parts[-1] = [(start, was) for start, was in parts[-1] if start < first]
                     parts[-1].append((first, known))
@@ -558,20 +559,39 @@ def _set_back(log: Path, places: list[tuple[int, int, int]]) -> str:
             f"from step {step} on, so the line follows the training that went on")
 
 
-def _went_back(log: Path, resumptions: list[tuple[int, int]]) -> str:
-    """The one warning of a log whose ``resumptions`` (step, records replaced) went back to an
-    earlier checkpoint: a job preempted every hour for a week has a hundred of them."""
+def _from_step(header: dict) -> int | None:
+    """The step a resumption's header says it starts from (``"resumed": {"from_step": n}``),
+    or None when it says none."""
+    resumed = header.get("resumed")
+    step = resumed.get("from_step") if isinstance(resumed, dict) else None
+    return step if type(step) is int else None
+
+
+def _went_back(log: Path, resumptions: list[tuple[int, int, int | None]]) -> str:
+    """The one warning of a log whose ``resumptions`` (first logged step, records replaced,
+    the step its header says it starts from) went back to an earlier checkpoint: a job
+    preempted every hour for a week has a hundred of them.
+
+    Example:
+        >>> print(_went_back(Path("run/metrics.jsonl"), [(9, 6, 7)]))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        run/metrics.jsonl: a resumption from step 7 (first logged at step 9) starts at a step
+        which the run had logged already (it went back to an earlier checkpoint); its records
+        replace the 6 from step 9 on
+    """
     if len(resumptions) == 1:
-        (first, replaced), = resumptions
-        return (f"{log}: a resumption starts at step {first}, which the run had logged already "
-                f"(it went back to an earlier checkpoint); its records replace the {replaced} "
-                f"from step {first} on")  # fmt: skip
-    steps = [first for first, _ in resumptions]
+        (first, replaced, start), = resumptions
+        where = (f"a resumption starts at step {first}," if start is None or start >= first
+                 else f"a resumption from step {start} (first logged at step {first}) starts "
+                      f"at a step")  # the header's from_step: the loop's, before a logged one
+        return (f"{log}: {where} which the run had logged already (it went back to an earlier "
+                f"checkpoint); its records replace the {replaced} from step {first} on")
+    steps = [first for first, _, _ in resumptions]
     shown = ", ".join(map(str, steps[:5])) + (f" and {len(steps) - 5} more" if len(steps) > 5
                                               else "")  # fmt: skip
     return (f"{log}: {len(steps)} resumptions start at steps the run had logged already (they "
             f"went back to earlier checkpoints: steps {shown}); their records replace the "
-            f"{sum(replaced for _, replaced in resumptions)} logged before from those steps on")
+            f"{sum(replaced for _, replaced, _ in resumptions)} logged before from those steps on")
 
 
 def _with_dropped_steps(records: list[dict]) -> list[dict]:

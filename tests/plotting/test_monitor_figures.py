@@ -999,6 +999,24 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
     assert runs == [("run", first[:2] + again)]
 
 
+def test_a_resumption_whose_first_logged_step_is_past_its_start_names_both(tmp_path):
+    # resumed from the checkpoint of step 1, whose schedule logs step 2 first: the header says
+    # from_step 1, the replaced records start at 2; the warning names both (it named 2 alone,
+    # beside a header that says 1)
+    first = _records(loss=LOSS)
+    again = [{**record, "loss": record["loss"] + 1.0} for record in _records(loss=LOSS)[2:]]
+    run = _log(tmp_path / "run", ({"run": 1}, first),
+               ({"run": 1, "resumed": {"from_step": 1}}, again))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        runs = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: a resumption from step 1 (first logged at step 2) starts at "
+        "a step which the run had logged already (it went back to an earlier checkpoint); its "
+        "records replace the 2 from step 2 on"
+    ]
+    assert runs == [("run", first[:2] + again)]
+
+
 def test_steps_that_go_back_within_one_run_replace_the_records_from_there(tmp_path):
     # monitor.step_count set back to 1 after step 3, inside one run (no new header): the
     # line went back from 3 to 1 and on, a zig-zag, without a word
