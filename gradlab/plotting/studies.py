@@ -58,6 +58,31 @@ def _mean_std(values) -> tuple[np.ndarray, np.ndarray]:
     return np.nanmean(array, axis=0), np.nanstd(array, axis=0)
 
 
+KEPT_GROUP = 20
+"""The longest parenthesised group, parentheses included, that :func:`fill_note` keeps on one
+line (``(m = 16, m = 64)``, ``(both batch sizes)``)."""
+
+_SHORT_GROUP = re.compile(rf"\([^()]{{0,{KEPT_GROUP - 2}}}\)")
+_KEEP = "\u00a0"  # a no-break space: textwrap breaks at ASCII whitespace only
+
+
+def fill_note(text: str, width: int) -> str:
+    """``text`` wrapped to lines of at most ``width`` characters, as ``textwrap.fill`` with
+    ``break_on_hyphens=False`` does ("max-violation" stays whole), except that a parenthesised
+    group of at most :data:`KEPT_GROUP` characters stays on one line: a note never reads
+    "(m =" above "16)". Nothing is cut inside a word or a kept group: one longer than ``width``
+    gets a line of its own.
+
+    Example:
+        >>> print(fill_note("1 at every step: VSE++ max-violation (m = 16, m = 64)", 40))
+        1 at every step: VSE++ max-violation
+        (m = 16, m = 64)
+    """
+    kept = _SHORT_GROUP.sub(lambda group: group.group(0).replace(" ", _KEEP), text)
+    return textwrap.fill(kept, width, break_on_hyphens=False,
+                         break_long_words=False).replace(_KEEP, " ")
+
+
 SETTING_TITLES = {
     "fixed_untrained": "fixed model, untrained",
     "fixed_trained": "fixed model, trained at m = 64",
@@ -105,7 +130,7 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
             axis.errorbar(sizes, mean, yerr=std, color=colour, marker=marker, ms=4, capsize=3,
                           label=label)  # fmt: skip
         notes = [
-            textwrap.fill(
+            fill_note(
                 f"{' and '.join(PROPORTIONS[k][0] for k in repeats if repeats[k] == earlier)}: "
                 f"the same as {PROPORTIONS[earlier][0].split(' (')[0]} at every seed and m", 36)
             for earlier in dict.fromkeys(repeats.values())
@@ -351,8 +376,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                 _count_scale(axis)
             notes = [f"{value:g} at every step: {_named(names, encoders)}"
                      for value, names in together.items()]  # fmt: skip
-            text = "\n".join(textwrap.fill(note, NOTE_WIDTH, break_on_hyphens=False)
-                             for note in notes)  # "max-violation" kept whole  # fmt: skip
+            text = "\n".join(fill_note(note, NOTE_WIDTH) for note in notes)
             heading = f"{title} ({DIRECTION_TITLES[direction]})"
             if notes and not axis.lines:  # an empty panel: the note in its middle covers nothing
                 axis.text(0.5, 0.5, text, transform=axis.transAxes, ha="center", va="center",

@@ -139,16 +139,18 @@ def test_scene_anatomy_of_two_logged_steps_ticks_the_two_steps_only(figures):
         assert [float(t) for t in axis.get_xticks() if low <= t <= high] == [0.0, 1.0]
 
 
-def _image_anatomy(sizes: tuple[int, ...]) -> dict:
+def _image_anatomy(sizes: tuple[int, ...], ones: set[tuple[int, str]] | None = None) -> dict:
     """An image study's anatomy: one series per batch size, one direction (each image of a
-    batch querying the others); VSE++'s max-violation keeps one active negative throughout."""
+    batch querying the others); the (batch size, loss) series of ``ones`` keep one active
+    negative throughout, by default VSE++'s max-violation at every batch size."""
     rng = np.random.default_rng(2)
     shape = (1, 3)  # one seed, three logged steps
     runs = {}
     for size in sizes:
         runs[f"m = {size}"] = {}
         for loss in ("SmoothAP", "VSE++ max-violation", "NT-Xent"):
-            active = np.ones(shape) if loss == "VSE++ max-violation" else 2 + 5 * rng.random(shape)
+            flat = loss == "VSE++ max-violation" if ones is None else (size, loss) in ones
+            active = np.ones(shape) if flat else 2 + 5 * rng.random(shape)
             runs[f"m = {size}"][loss] = {"anatomy": {"steps": [0, 1, 2], "in_batch": {
                 "active_negatives": active.tolist(),
                 "share_without_gradient": (0.1 * rng.random(shape)).tolist(),
@@ -168,6 +170,33 @@ def test_an_image_studys_anatomy_names_its_batch_sizes_not_encoders(figures, siz
     heading, note = panel.get_title().split("\n", 1)  # the note under the panel's title
     assert heading == "active negatives per query (image -> the batch's other images)"
     assert note == f"1 at every step: VSE++ max-violation ({named})"
+
+
+@pytest.mark.slow  # seconds of drawing
+def test_an_anatomy_note_keeps_each_parenthesised_group_of_batch_sizes_on_one_line(figures):
+    # wrapped at 60 characters word by word, this note read "... VSE++ max-violation (m =" above
+    # "8, m = 16)"
+    ones = {(8, "SmoothAP"), (8, "VSE++ max-violation"), (16, "VSE++ max-violation")}
+    module.plot_scene_anatomy(_image_anatomy((8, 16, 32), ones), "a.png")
+    (figure,) = figures
+    _, note = figure.axes[0].get_title().split("\n", 1)  # the note under the panel's title
+    assert note.replace("\n", " ") == ("1 at every step: SmoothAP (m = 8); VSE++ max-violation "
+                                       "(m = 8, m = 16)")  # fmt: skip
+    lines = note.split("\n")
+    assert len(lines) == 2 and all(len(line) <= 60 for line in lines)
+    assert lines[1] == "(m = 8, m = 16)"  # the group whole, on the line it starts
+
+
+@pytest.mark.parametrize("text, width, expected", [
+    # a group of at most 20 characters, parentheses included, moves whole to the next line
+    ("P at the smallest batch (m = 16) and the largest (m = 1024)", 30,
+     ["P at the smallest batch", "(m = 16) and the largest", "(m = 1024)"]),
+    ("VSE++ max-violation (m = 16, m = 64, m = 256)", 29,  # 25 characters: broken as words
+     ["VSE++ max-violation (m = 16,", "m = 64, m = 256)"]),
+    ("a note without any group to keep at all", 20, ["a note without any", "group to keep at all"]),
+])  # fmt: skip
+def test_fill_note_keeps_a_short_parenthesised_group_whole(text, width, expected):
+    assert module.fill_note(text, width).split("\n") == expected
 
 
 @pytest.mark.slow  # seconds of drawing and layout checks

@@ -660,8 +660,8 @@ def test_losses_that_keep_one_value_are_named_on_the_panel(drawn):
     assert [line.get_label() for line in share.get_lines()] == ["VSE++, SmoothAP", "VSRN, SmoothAP"]
     assert len(share.collections) == 2
     assert share.get_title() == ("queries without gradient (image -> caption)\n"
-                                 "0 at every step: VSE++ max (both encoders); NT-Xent (both\n"
-                                 "encoders)")  # fmt: skip
+                                 "0 at every step: VSE++ max (both encoders); NT-Xent\n"
+                                 "(both encoders)")  # a parenthesis kept whole  # fmt: skip
     assert share.title.get_fontsize() == 10 and not share.texts
     assert len(share.get_yticks()) > 0
     # every panel elsewhere draws every line
@@ -678,8 +678,8 @@ def test_a_panel_where_every_loss_keeps_its_value_is_a_centred_note(drawn):
     assert not share.get_lines() and len(share.get_yticks()) == 0
     assert share.get_yscale() == "linear"
     (note,) = share.texts
-    assert note.get_text() == ("0 at every step: SmoothAP (every encoder); VSE++ max (every\n"
-                               "encoder); NT-Xent (every encoder)")  # fmt: skip
+    assert note.get_text() == ("0 at every step: SmoothAP (every encoder); VSE++ max\n"
+                               "(every encoder); NT-Xent (every encoder)")  # fmt: skip
     assert note.get_position() == (0.5, 0.5) and note.get_transform() == share.transAxes
     assert (note.get_ha(), note.get_va(), note.get_fontsize()) == ("center", "center", 9)
     assert to_rgba(note.get_color()) == to_rgba("0.25")
@@ -915,8 +915,8 @@ def test_scene_anatomy_of_a_run_logged_at_one_step(drawn):
         [1.5], [4.5], [7.5], [2.5], [5.5], [8.5]]  # fmt: skip
     # the share without gradient, (0.1 + 0.3) / 2 = 0.2 for every loss: a note, no line
     assert not share.get_lines()
-    assert _note(share) == ("0.2 at every step: SmoothAP (both encoders); VSE++ max (both\n"
-                            "encoders); NT-Xent (both encoders)")  # the first line 60 characters
+    assert _note(share) == ("0.2 at every step: SmoothAP (both encoders); VSE++ max\n"
+                            "(both encoders); NT-Xent (both encoders)")  # "(both" alone no more
 
 
 def test_a_loss_keeping_its_value_at_two_of_three_encoders_names_both(drawn):
