@@ -26,24 +26,22 @@ def audit_block(records: list[dict]) -> str:
     Verdict counts come from the records, one column per verdict of
     :data:`gradlab.symbolic.claims.VERDICTS` (the outcomes of empirical claims in their own
     columns, never counted as failures); "distinct problems" counts the records that do not
-    hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
+    hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`); the mutants
+    are counted by kind, refuted apart from not evaluable
+    (:func:`gradlab.report.summaries.mutant_outcomes`).
     """
     from gradlab.report.summaries import (
         PROBLEM_VERDICTS,
         VERDICT_WORDS,
         distinct_problems,
+        mutant_outcomes,
         with_verb,
     )
     from gradlab.symbolic.claims import VERDICTS
     from gradlab.symbolic.seeds import SEEDS, paper_label
 
     counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
-    mutants = sum(r.get("mutants", 0) for r in records)
-    killed = sum(r.get("mutants_killed", 0) for r in records)
-    undecided = sum(o["verdict"] == "inconclusive" for r in records
-                    for o in r.get("mutant_results", ()))  # fmt: skip
-    split = (f" ({killed - undecided} fail their check, {undecided} are forms the check "
-             "cannot evaluate, each with the reason in the JSON)" if undecided else "")  # fmt: skip
+    mutated = mutant_outcomes(records)
     covered = sum(r.get("mutants", 0) >= 3 and r.get("mutant_operators", 0) >= 2 for r in records)
     from gradlab.symbolic.mutation_operators import OPERATORS
 
@@ -66,9 +64,12 @@ def audit_block(records: list[dict]) -> str:
         + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
         "on a named setting, not failures)"
         + f". The {len(failing)} claims wrong as printed show **{distinct_problems(failing)} "
-        "distinct problems** (claims that share one root cause count once). Its checks reject "
-        f"**{killed} of {mutants}** mutants of the forms that hold{split}; {covered} of "
-        f"{len(records)} "
+        "distinct problems** (claims that share one root cause count once). Of the "
+        f"**{sum(mutated.values())}** mutants of the forms that hold, its checks refute "
+        f"**{mutated['refuted']}** (a case where each differs), **{mutated['not_evaluable']}** "
+        "cannot be evaluated by their check (rejected, not shown wrong; each with the reason in "
+        f"the JSON) and **{with_verb(mutated['passed'], 'passes', 'pass').replace(' ', '** ', 1)}"
+        f"; {covered} of {len(records)} "
         f"claims have at least 3 mutants from at least 2 operators{reasons}.",
         "",
         "| paper | claims | distinct problems | " + " | ".join(VERDICT_WORDS[v] for v in VERDICTS)

@@ -27,6 +27,8 @@ from gradlab.report.summaries import (
     VERDICT_WORDS,
     cell,
     distinct_problems,
+    mutant_outcomes,
+    mutants_sentence,
     with_verb,
 )
 
@@ -159,14 +161,11 @@ def _audit(results: dict) -> list[Finding]:
             f"cause count once; "
             f"{'; '.join(per_paper)})."
         )
-    mutants = sum(r.get("mutants", 0) for r in records)
-    if mutants:
-        killed = sum(r.get("mutants_killed", 0) for r in records)
-        text += (
-            f" {killed} of {_counted(mutants, 'deliberately wrong variant')} of the forms that "
-            f"hold {'is' if killed == 1 else 'are'} told apart."
-        )
+    outcomes = mutant_outcomes(records)
+    if sum(outcomes.values()):
+        text += f" {mutants_sentence(outcomes)}"
     return [*_headlines(records), Finding(text)]
+
 
 
 def _texts(records: list[dict]) -> str:

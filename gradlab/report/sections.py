@@ -41,7 +41,7 @@ from gradlab.report.prose import (
     training_sentence,
     unswept_sentence,
 )
-from gradlab.report.summaries import cell
+from gradlab.report.summaries import cell, mutant_outcomes, mutants_sentence
 
 
 @computed_once  # the audit and the operating-region section, side by side, share one run
@@ -76,10 +76,18 @@ def audit_markdown(records: list[dict]) -> str:
     """The audit's markdown one level down: the audit is one section of the report (``##
     Derivation audit``), each paper a subsection headed by its citation. The claims' LaTeX
     lines are left out: the report's page renders no math (they showed as raw ``$...$``), and
-    each claim's printed formula is there in words."""
+    each claim's printed formula is there in words. Under the table of counts, the mutants by
+    kind (:func:`gradlab.report.summaries.mutant_outcomes`): its last column counts a mutant
+    as killed whether the check refutes it or cannot evaluate it."""
     from gradlab.symbolic.audit import format_markdown
 
     text = re.sub(r"^- LaTeX: .*\n?", "", format_markdown(records), flags=re.MULTILINE)
+    outcomes = mutant_outcomes(records)
+    if sum(outcomes.values()):
+        split = ("\n\nThe last column counts a mutant as killed whether its check refutes it or "
+                 f"cannot evaluate it. {mutants_sentence(outcomes)}")  # fmt: skip
+        text = re.sub(r"^(\| all papers \|.*)$", lambda row: row.group(1) + split, text,
+                      count=1, flags=re.MULTILINE)  # fmt: skip
     return re.sub(r"^(#{1,5}) ", r"#\1 ", text, flags=re.MULTILINE)
 
 

@@ -108,3 +108,48 @@ def distinct_problems(records: Iterable[Mapping]) -> int:
         2
     """
     return len({problem_key(r) for r in records if r["verdict"] in PROBLEM_VERDICTS})
+
+
+def mutant_outcomes(records: Iterable[Mapping]) -> dict[str, int]:
+    """The mutants of the records counted by what their check did with each, one kind apart
+    from the other: ``refuted``, a case found where the mutant differs (its verdict
+    ``fails``); ``not_evaluable``, a form the check cannot evaluate (``inconclusive``: a
+    symbol left without a value, an index out of range, a domain error), rejected without
+    being shown wrong; ``passed``, a mutant the check accepts. ``mutants_killed`` sums the
+    first two: a sentence that quotes it mixes a refutation with a form never checked.
+
+    Example:
+        >>> mutant_outcomes([{"mutant_results": [
+        ...     {"verdict": "fails", "killed": True}, {"verdict": "inconclusive", "killed": True},
+        ...     {"verdict": "holds", "killed": False}]}, {"verdict": "holds"}])
+        {'refuted': 1, 'not_evaluable': 1, 'passed': 1}
+    """
+    counts = {"refuted": 0, "not_evaluable": 0, "passed": 0}
+    for record in records:
+        for outcome in record.get("mutant_results", ()):
+            if not outcome.get("killed"):
+                counts["passed"] += 1
+            elif outcome.get("verdict") == "inconclusive":
+                counts["not_evaluable"] += 1
+            else:
+                counts["refuted"] += 1
+    return counts
+
+
+def mutants_sentence(outcomes: dict[str, int]) -> str:
+    """What the checks did with the deliberately wrong variants (mutants), each kind counted
+    apart (:func:`mutant_outcomes`): a variant refuted by a case where
+    it differs is not a variant the check could not evaluate.
+
+    Example:
+        >>> mutants_sentence({"refuted": 1802, "not_evaluable": 117, "passed": 0})
+        'Of 1919 deliberately wrong variants of the forms that hold, 1802 are refuted (the check finds a case where each differs), 117 cannot be evaluated by the check (a symbol left without a value, an index out of range, a domain error: rejected, not shown wrong) and 0 pass it.'
+    """  # noqa: E501
+    total = sum(outcomes.values())
+    return (
+        f"Of {total} deliberately wrong variant{'s' * (total != 1)} of the forms that hold, "
+        f"{with_verb(outcomes['refuted'], 'is', 'are')} refuted (the check finds a case where "
+        f"each differs), {outcomes['not_evaluable']} cannot be evaluated by the check (a symbol "
+        "left without a value, an index out of range, a domain error: rejected, not shown "
+        f"wrong) and {with_verb(outcomes['passed'], 'passes', 'pass')} it."
+    )

@@ -79,8 +79,13 @@ def _records():
             ("p2", "eq2", "fails", ""), ("p2", "claim-a", "not-testable-here", "why"),
             ("p2", "claim-b", "reproduced", ""), ("p2", "claim-c", "not-reproduced", ""),
             ("p2", "eq3", "inconclusive", "")]  # fmt: skip
+    refuted, unevaluated = {"verdict": "fails", "killed": True}, {"verdict": "inconclusive",
+                                                                  "killed": True}  # fmt: skip
+    passed = {"verdict": "holds", "killed": False}
     return [{"id": f"{s}:{label}", "seed": s, "label": label, "verdict": v, "cause": c,
-             "mutants": 3, "mutants_killed": 3 - (label == "eq3")}
+             "mutants": 3, "mutants_killed": 3 - (label == "eq3"),
+             "mutant_results": [refuted, unevaluated, passed] if label == "eq3"
+             else [refuted, refuted, unevaluated]}
             for s, label, v, c in rows]  # fmt: skip
 
 
@@ -91,14 +96,17 @@ def test_the_audit_finding_counts_verdicts_and_distinct_problems_from_the_record
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
     text = findings_markdown({"audit": ({"counts": counts, "records": records}, "## Audit")})
     # by hand: 1 holds, 3 corrected, 3 fail, 1 inconclusive; p1's four records that do not
-    # hold are 2 problems (the cause "sign" once, eq5), p2's two are 2; 33 mutants, 31 killed
+    # hold are 2 problems (the cause "sign" once, eq5), p2's two are 2; 33 mutants: the two eq3
+    # records' 2 refuted, 2 not evaluable, 2 passed, the nine others' 18 refuted, 9 not evaluable
     assert "checks 11 printed claims" in text
     assert "1 holds as printed, 3 are wrong as printed, with a correction that holds" in text
     assert "3 are wrong with no correction that holds and 1 stays inconclusive" in text
     assert "1 reproduced, 1 not reproduced, 1 not testable here (outcomes, not failures)" in text
     assert "The 6 claims wrong as printed show 4 distinct problems" in text
     assert "p1: 4 claims, 2 problems; p2: 2 claims, 2 problems" in text
-    assert "31 of 33 deliberately wrong variants" in text
+    assert "Of 33 deliberately wrong variants of the forms that hold, 20 are refuted" in text
+    assert "11 cannot be evaluated by the check" in text and "and 2 pass it." in text
+    assert "31 of 33" not in text  # the refuted and the not evaluable, never one sum
 
 
 def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():

@@ -117,6 +117,12 @@ def test_a_problem_without_a_shared_cause_is_named_by_its_claims_statement():
     assert f'the claim "{statement}" (2 claims);' in lines[2]
 
 
+FAILS = {"verdict": "fails", "killed": True}
+"""A mutant its check refutes: a case where it differs."""
+UNEVALUATED = {"verdict": "inconclusive", "killed": True}
+"""A mutant its check cannot evaluate: rejected, never shown wrong."""
+
+
 def _audit_line(line, claims, texts=""):
     """The audit line after "by computation: ", once its head counts ``claims`` claims in
     ``texts`` (`` in N texts of M papers``, or nothing without records)."""
@@ -129,7 +135,8 @@ def _audit_line(line, claims, texts=""):
 def test_the_audit_line_of_one_claim_and_one_mutant_is_in_the_singular():
     # was: "checks 1 printed claims", "The 1 claims wrong as printed show 1 distinct problems",
     # "1 of 1 deliberately wrong variants of the forms that hold are told apart"
-    records = [_record(BROWN, "eq1", "fails", "diagonal", mutants=1, mutants_killed=1)]
+    records = [_record(BROWN, "eq1", "fails", "diagonal", mutants=1, mutants_killed=1,
+                       mutant_results=[{"verdict": "fails", "killed": True}])]
     line = _lines({"audit": ({"counts": {"fails": 1}, "records": records}, "text")})[-1]
     brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
     assert line == (
@@ -137,16 +144,20 @@ def test_the_audit_line_of_one_claim_and_one_mutant_is_in_the_singular():
         "printed, 0 are wrong as printed, with a correction that holds (each correction "
         "re-checked), 1 is wrong with no correction that holds and 0 stay inconclusive. The 1 "
         "claim wrong as printed shows 1 distinct problem (claims sharing one root cause count "
-        f"once; {brown}: 1 claim, 1 problem). 1 of 1 deliberately wrong variant of the forms "
-        "that hold is told apart."
+        f"once; {brown}: 1 claim, 1 problem). Of 1 deliberately wrong variant of the forms "
+        "that hold, 1 is refuted (the check finds a case where each differs), 0 cannot be "
+        "evaluated by the check (a symbol left without a value, an index out of range, a domain "
+        "error: rejected, not shown wrong) and 0 pass it."
     )
 
 
 def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     records = [
-        _record(BROWN, "eq1", "fails", "diagonal", mutants=4, mutants_killed=3),
-        _record(BROWN, "eq2", "holds", mutants=2, mutants_killed=2),
-        _record("custom", "eq1", "holds-with-correction", "diagonal", mutants=1),
+        _record(BROWN, "eq1", "fails", "diagonal", mutants=4, mutants_killed=3,
+                mutant_results=[FAILS, FAILS, UNEVALUATED, {"verdict": "holds", "killed": False}]),
+        _record(BROWN, "eq2", "holds", mutants=2, mutants_killed=2, mutant_results=[FAILS] * 2),
+        _record("custom", "eq1", "holds-with-correction", "diagonal", mutants=1,
+                mutant_results=[UNEVALUATED]),
         _record("custom", "eq2", "fails"),
         _record(BROWN, "claim", "not-testable-here"),
     ]
@@ -166,8 +177,10 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
         "testable here (outcomes, not failures). The 3 claims wrong as printed show 2 distinct "
         "problems (claims sharing one root cause count once; "
-        f"{brown}: 1 claim, 1 problem; custom: 2 claims, 2 problems). 5 of 7 deliberately "
-        "wrong variants of the forms that hold are told apart."
+        f"{brown}: 1 claim, 1 problem; custom: 2 claims, 2 problems). Of 7 deliberately "
+        "wrong variants of the forms that hold, 4 are refuted (the check finds a case where each "
+        "differs), 2 cannot be evaluated by the check (a symbol left without a value, an index "
+        "out of range, a domain error: rejected, not shown wrong) and 1 passes it."
     )
     plain = _lines({"audit": ({"counts": {"holds": 2}}, "## Audit")})
     assert _audit_line(plain[2], 2) == (

@@ -137,6 +137,29 @@ def test_the_audit_markdown_of_the_report_leaves_out_the_latex_lines(monkeypatch
                                   "a line that mentions - LaTeX: inside")  # fmt: skip
 
 
+def test_the_audit_section_counts_refuted_mutants_apart_from_those_not_evaluated(monkeypatch):
+    # its table's "mutants killed" read "3 / 3" for one refuted mutant and two its check could
+    # not evaluate, and nothing on the page said so
+    from gradlab.symbolic import audit
+
+    given = ("# Derivation audit\n\n| paper | claims | mutants killed |\n| --- | --- | --- |\n"
+             "| A (2020) | 1 | 3 / 3 |\n| all papers | 1 | 3 / 3 |\n\n## A (2020)")  # fmt: skip
+    monkeypatch.setattr(audit, "format_markdown", lambda records: given)
+    records = [{"mutant_results": [{"verdict": "fails", "killed": True},
+                                   {"verdict": "inconclusive", "killed": True},
+                                   {"verdict": "inconclusive", "killed": True}]}]  # fmt: skip
+    lines = audit_markdown(records).splitlines()
+    at = lines.index("| all papers | 1 | 3 / 3 |")
+    assert lines[at + 1] == "" and lines[at + 3] == ""
+    assert lines[at + 2].startswith("The last column counts a mutant as killed whether its check "
+                                    "refutes it or cannot evaluate it. Of 3 deliberately wrong "
+                                    "variants of the forms that hold, 1 is refuted ")  # fmt: skip
+    assert "2 cannot be evaluated by the check" in lines[at + 2]
+    assert lines[at + 4] == "### A (2020)"
+    assert audit_markdown([{"verdict": "holds"}]) == given.replace("# D", "## D").replace(
+        "## A", "### A")  # no mutants run (a quick report): nothing to split
+
+
 @pytest.mark.parametrize("quick", [True, False])
 def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
     calls, monkeypatch, tmp_path, capsys, request, quick

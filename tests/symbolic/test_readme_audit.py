@@ -63,9 +63,14 @@ def _synthetic():
             (S000, "eq3", "holds-with-correction", "sign"), (S004, "eq1", "fails", "sign"),
             (S004, "eq2", "fails", ""), (S004, "claim-a", "not-testable-here", ""),
             (S004, "claim-b", "reproduced", ""), (S004, "eq3", "holds", "")]  # fmt: skip
+    refuted, unevaluated = {"verdict": "fails", "killed": True}, {"verdict": "inconclusive",
+                                                                  "killed": True}  # fmt: skip
+    results = {(S000, "eq1"): [refuted, unevaluated, refuted],
+               (S004, "eq3"): [refuted, refuted, {"verdict": "holds", "killed": False}]}
     return [{"id": f"{seed}:{label}", "seed": seed, "label": label, "verdict": verdict,
              "cause": cause, "claim": {"statement": f"statement {label}"}, "mutants": 3,
              "mutants_killed": 3 - (label == "eq3" and seed == S004),
+             "mutant_results": results.get((seed, label), [refuted] * 3),
              "mutant_operators": 1 if label == "eq2" and seed == S000 else 2}
             for seed, label, verdict, cause in rows]  # fmt: skip
 
@@ -87,7 +92,11 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     assert "2 are wrong with no correction that holds, 0 inconclusive" in block
     assert "1 reproduced, 0 not reproduced, 1 not testable here (outcomes" in block
     assert "The 4 claims wrong as printed show **2 distinct problems**" in block
-    assert "**23 of 24** mutants" in block and "7 of 8 claims have at least 3 mutants" in block
+    # 24 mutants: 000:eq1's one not evaluable and 004:eq3's one survivor, the 22 others refuted
+    assert ("Of the **24** mutants of the forms that hold, its checks refute **22** (a case where "
+            "each differs), **1** cannot be evaluated by their check (rejected, not shown wrong; "
+            "each with the reason in the JSON) and **1** passes;") in block
+    assert "7 of 8 claims have at least 3 mutants" in block
     # per paper: claims, distinct problems, then one column per verdict in VERDICTS' order
     assert _row(block, S000) == ["3", "1", "1", "2", "0", "0", "0", "0", "0"]
     assert _row(block, S004) == ["5", "2", "1", "0", "2", "0", "1", "0", "1"]
