@@ -1140,7 +1140,8 @@ def claims() -> list[Claim]:
               cause=CAUSE_LEMMA1),
         Claim(SEED, "claim-pair-gradient", "the gradient with respect to the pair (appendix)", pair,
               check_pair_gradient, "float64 central differences of Eq. 1-7, Delta = 1/4, 1/2",
-              correction=mutant(pair, -(hi_t + hj_t) / width, "corrected")),
+              correction=mutant(pair, -(hi_t + hj_t) / width, "corrected"),
+              cause=CAUSE_PAIR_GRADIENT),
         Claim(SEED, "claim-strict-condition",
               "the appendix's strict condition: dP/ds_ik != 0 iff s_ik, s_ij in (b_t, b_(t+1)]",
               strict, check_strict_condition,
@@ -1169,7 +1170,8 @@ def claims() -> list[Claim]:
               caption, check_caption, "float64 on three bins",
               correction=with_parameters(caption, "corrected", d_t=sp.sqrt(2 - 2 * mid),
                                          **{"d_(t+1)": sp.sqrt(2 - 2 * hi)}),
-              note="The caption swaps b_t and b_(t+1) relative to the appendix (d_t = sqrt(2 - 2 b_t))."),
+              note="The caption swaps b_t and b_(t+1) relative to the appendix (d_t = sqrt(2 - 2 b_t)).",
+              cause=CAUSE_FIG4),
         Claim(SEED, "claim-fusion-weights", "Algorithm 1 halves the weight as Delta doubles", fusion,
               check_fusion_weights, "the recurrence executed on one-hot scale sums",
               mutants=(mutant(fusion, L_run + L_scale / pairs_all, "halving dropped"),
@@ -1198,7 +1200,8 @@ def claims() -> list[Claim]:
               correction=mutant(empty, {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)},
                                 "corrected"),
               note="gradlab returns P = 0 for a pair without negatives and a loss of 0 for a batch "
-              "without positive pairs."),
+              "without positive pairs.",
+              cause=CAUSE_EMPTY),
         Claim(SEED, "claim-fig2-rate", "Fig. 2: 5 of 7 negatives closer is 71.4%", fig2, check_fig2,
               "arithmetic", mutants=(with_parameters(fig2, "5/6", negatives=6),)),
         Claim(SEED, "claim-fig5-caption",
@@ -1214,7 +1217,8 @@ def claims() -> list[Claim]:
               "on a negative is h/(|N| Delta): the finest scales, which weigh most, reach only "
               "negatives near the pair's similarity, so the nearest ring weighs most, as the "
               "text's 'greater importance to the easier hard level' (the smallest Delta) says "
-              "and the caption's darkest far ring does not."),
+              "and the caption's darkest far ring does not.",
+              cause=CAUSE_FIG5),
         Claim(SEED, "claim-bin-count", "n = 2/Delta + 1 boundaries from -1 to +1", bins, check_bin_count,
               "counting", mutants=(mutant(bins, 2 / width, "+1 dropped"),)),
         Claim(SEED, "claim-table1-stability", "Recall@K changes less than 0.5% across Delta_min",
@@ -1265,6 +1269,15 @@ CAUSE_LEMMA1 = "Lemma 1: dP/ds_ik taken on the pair's bin only, as -h_right"
 """The appendix's derivative in s_ik, behind lemma1, its value and the strict condition."""
 CAUSE_EQ6 = "Eq. 6: the two sides' false positive rates added"
 """Eq. 6's sum of two rates, behind eq6 and Fig. 2's one-sided 5/7."""
+CAUSE_PAIR_GRADIENT = "dP/ds_ij printed without its minus sign and its 1/Delta"
+"""What is wrong with the appendix's gradient with respect to the pair."""
+CAUSE_FIG4 = "Fig. 4's caption swaps the ends of the L2 ring (b_t and b_(t+1))"
+"""What is wrong with Fig. 4's caption: its ring [d_t, d_(t+1)] is empty."""
+CAUSE_EMPTY = ("Eq. 4-5 and Algorithm 1 divide by zero for a pair without negatives or a batch "
+               "without positive pairs")
+"""What is wrong with the printed divisions of Eq. 4-5 and Algorithm 1 line 10."""
+CAUSE_FIG5 = "Fig. 5's caption: the nearest ring of negatives weighs most, not the farthest"
+"""What is wrong with Fig. 5's caption, against Algorithm 1's weights."""
 
 SECOND_CHECKS = {
     "eq6": (check_pooled_rate, "the share of the pooled negatives at or above s_ij"),

@@ -177,3 +177,23 @@ def test_a_finding_links_the_heading_its_figure_is_under():
     text = findings_markdown({"study 1": ({}, markdown)}, {"study 1": finder})
     assert "- m = 8 says ([Figure 1](#figure-1); [At m = 8](#at-m-8))" in text
     assert "- m = 16 says ([Figure 2](#figure-2); [At m = 16](#at-m-16))" in text
+
+
+def test_each_problem_of_the_committed_audit_is_named_by_what_is_wrong():
+    # Zhong et al.'s line listed four problems by the claims' statements ('the claim "Eq. 4-5 and
+    # Algorithm 1 are defined for every batch"'), which say what the paper claims, not what the
+    # audit found wrong; every record that does not hold as printed now has its root cause
+    import json
+
+    from gradlab.symbolic.audit import summary_counts
+    from tools.readme_blocks import ROOT
+
+    records = json.loads((ROOT / "benchmarks/results/audit.json").read_text())
+    wrong = [r for r in records if r["verdict"] in ("holds-with-correction", "fails")]
+    assert wrong and all(r["cause"] for r in wrong), [r["id"] for r in wrong if not r["cause"]]
+    text = findings_markdown({"audit": ({"counts": summary_counts(records), "records": records},
+                                        "## Derivation audit")})  # fmt: skip
+    zhong = next(line for line in text.splitlines() if line.startswith("- Zhong, Li & Li"))
+    assert 'the claim "' not in zhong
+    assert "Fig. 4's caption swaps the ends of the L2 ring" in zhong
+    assert "dP/ds_ij printed without its minus sign and its 1/Delta (1 claim)" in zhong
