@@ -212,7 +212,7 @@ def readme_findings(root: Path) -> str:
         "by computation ([the audit, per paper](docs/audit.md)):\n"
         f"  - {with_verb(holds, 'holds', 'hold')} as printed;\n"
         f"  - {with_verb(corrected, 'is', 'are')} wrong as printed, with a correction that holds "
-        "(each correction checked by the same computation), and "
+        "(each correction re-checked), and "
         f"{with_verb(fails, 'is', 'are')} wrong with no correction that holds;\n"
         f"  - together they show {problems} distinct problems (claims that share one root cause "
         f"count once):{per_paper[:-1]}.\n"

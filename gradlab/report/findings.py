@@ -298,9 +298,9 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
     steps = batch.get("settings", {}).get("trained_at_m", {}).get("steps")
     after = [
         *([f"On this miniature alone, the audit's paired t-test over the seeds, applied to "
-           f"this run (networks fine-tuned at each m), reads: {VERDICT_WORDS[miniature]}; the "
-           f"audit's own record (`gradlab audit --measure`) runs a quicker miniature, "
-           f"m = {quick[0]} to {quick[-1]}, whose numbers and reading can differ from these."]
+           f"this run (networks fine-tuned at each m), reads: {VERDICT_WORDS[miniature]}"
+           f"{_t_statistic(batch)}; the audit's own record (`gradlab audit --measure`) runs a "
+           f"quicker one, m = {quick[0]} to {quick[-1]}, which can read differently."]
           if miniature else []),
         *([f"The networks fine-tuned at each m took {steps[0]} optimizer steps at the smallest m "
            f"and {steps[-1]} at the largest, so training length differs with m too."]
@@ -315,6 +315,21 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
         f"{sizes[-1]}, over {len(batch['seeds'])} seeds (mean ± population std).",
         *parts, *after,
     ]  # fmt: skip
+
+
+def _t_statistic(batch: dict) -> str:
+    """`` (t = ..., critical ..., df = ...)``: the paired t-test over the seeds that decides the
+    miniature's reading (:func:`gradlab.symbolic.batch_size.paired_t` of each seed's change of
+    P from the smallest to the largest m, networks fine-tuned at each m), or nothing where it
+    has no value (fewer than two seeds or batch sizes, or P saturated at a bound)."""
+    from gradlab.symbolic.batch_size import PROTOCOL_SETTING, paired_t, saturation
+
+    values = batch.get("settings", {}).get(PROTOCOL_SETTING, {}).get("P")
+    if (not values or len(values) < 2 or len(values[0]) < 2
+            or saturation(values) is not None):  # fmt: skip
+        return ""
+    test = paired_t([run[-1] - run[0] for run in values])
+    return f" (t = {test['t']:.2f}, critical {test['critical']:.2f}, df = {test['df']})"
 
 
 def _operating_region(results: dict) -> list[Finding]:

@@ -128,7 +128,7 @@ def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
             "epoch). As context,") in text
     assert ("On this miniature alone, the audit's paired t-test over the seeds, applied to "
             "this run (networks fine-tuned at each m), reads: not reproduced; the audit's own "
-            "record (`gradlab audit --measure`) runs a quicker miniature") in text
+            "record (`gradlab audit --measure`) runs a quicker one") in text
     assert "the audit's verdict: holds" not in text
 
 

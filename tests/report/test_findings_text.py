@@ -291,6 +291,28 @@ def _region(settings, claim):
     }
 
 
+def test_the_miniatures_reading_quotes_the_t_statistic_it_rests_on():
+    # it read "reads: reproduced;" with the test's t only inside the audit's folded record
+    batch = {**BATCH, "batch_sizes": [16, 256], "settings": {"trained_at_m": {
+        "P": [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]}}}  # fmt: skip
+    settings = {"trained_at_m": {"first": [0.30, 0.31, 0.29], "last": [0.40, 0.42, 0.41],
+                                 "change": "rises"}}  # fmt: skip
+    claim = {"verdict": "not-testable-here", "miniature": {"outcome": "reproduced"}}
+    region = {"p_vs_batch_size": batch,
+              "p_vs_batch_size_summary": {"settings": settings, "claim": claim}}  # fmt: skip
+    (line,) = [line for line in _lines({"operating_region": (region, "## Region")})
+               if "On this miniature alone" in line]  # fmt: skip
+    # by hand: changes 0.10, 0.11, 0.12: mean 0.11, sample std 0.01, standard error
+    # 0.01 / sqrt(3), t = 0.11 sqrt(3) / 0.01 = 19.05; Student's t at 0.975 with 2 df: 4.303
+    assert ("applied to this run (networks fine-tuned at each m), reads: reproduced (t = 19.05, "
+            "critical 4.30, df = 2); the audit's own record") in line
+    one_seed = {**batch, "seeds": [0], "settings": {"trained_at_m": {"P": [[0.3, 0.4]]}}}
+    region["p_vs_batch_size"] = one_seed  # no spread, no test: no t
+    (line,) = [line for line in _lines({"operating_region": (region, "## Region")})
+               if "On this miniature alone" in line]  # fmt: skip
+    assert "reads: reproduced; the audit's own record" in line
+
+
 def test_the_batch_size_line_words_each_setting_and_the_verdict():
     settings = {
         "fixed_trained": {"first": [0.1, 0.2], "last": [0.15, 0.1], "change": "within_spread"},
@@ -320,8 +342,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         f"{_cell([0.3, 0.2])} to {_cell([0.1, 0.1])}. On this miniature alone, the audit's "
         "paired t-test over the seeds, applied to this run (networks fine-tuned at each m), "
         "reads: reproduced; the audit's own record (`gradlab audit --measure`) runs a quicker "
-        f"miniature, {QUICK}, whose "
-        "numbers and reading can differ from these. "
+        f"one, {QUICK}, which can read differently. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
