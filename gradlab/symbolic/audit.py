@@ -272,11 +272,9 @@ def mutant_summary(records: list[dict]) -> str:
     """
     kinds = [_shortfalls(record) for record in records]
     few = sum(bool(kind["count"] or kind["operators"]) for kind in kinds)
-    unevaluated = sum(o.get("killed") and o.get("verdict") == "inconclusive"
-                      for r in records for o in r.get("mutant_results", ()))  # fmt: skip
-    said = f" ({unevaluated} of them forms the check cannot evaluate)" if unevaluated else ""
     line = (f"records: {len(records)}, mutants: {sum(r['mutants'] for r in records)}, "
-            f"killed: {sum(r['mutants_killed'] for r in records)}{said}; below {MIN_MUTANTS} "
+            f"killed: {sum(r['mutants_killed'] for r in records)}{_unevaluable_said(records)}; "
+            f"below {MIN_MUTANTS} "
             f"mutants / {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
     surviving = sum(bool(kind["survivors"]) for kind in kinds)
     line += f"; records with a surviving mutant: {surviving}" if surviving else ""
@@ -413,12 +411,22 @@ def _item_lines(items: list[str], width: int) -> list[str]:
     return lines
 
 
+def _unevaluable_said(records: list[dict]) -> str:
+    """`` (N of them forms the check cannot evaluate)`` of the killed mutants of ``records``
+    whose verdict was ``inconclusive`` (rejected without being shown wrong), or ``""``: a count
+    of killed mutants says apart those it never refuted."""
+    unevaluated = sum(bool(o.get("killed")) and o.get("verdict") == "inconclusive"
+                      for r in records for o in r.get("mutant_results", ()))  # fmt: skip
+    return f" ({unevaluated} of them forms the check cannot evaluate)" if unevaluated else ""
+
+
 def _counts_row(records: list[dict]) -> str:
     counts = summary_counts(records)
     cells = " | ".join(str(counts[v]) for v in VERDICTS)
     if records and all("mutants" in r for r in records):
         total = sum(r["mutants"] for r in records)
-        killed = f"{sum(r['mutants_killed'] for r in records)} / {total}"
+        killed = (f"{sum(r['mutants_killed'] for r in records)} / {total}"
+                  f"{_unevaluable_said(records)}")
     else:
         return f"{len(records)} | {cells}"  # the audit ran without mutants: no column
     return f"{len(records)} | {cells} | {killed}"
@@ -568,7 +576,8 @@ def format_markdown(records: list[dict]) -> str:
                 f"- verdict: {_verdict_cell(record, badge)}",
                 *_detail_lines(record["detail"]),
                 *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
-                   f"{_candidates(record)}"] if "mutants" in record else []),
+                   f"{_unevaluable_said([record])}{_candidates(record)}"]
+                  if "mutants" in record else []),
                 "",
                 "</details>",
                 "",

@@ -941,3 +941,28 @@ def test_the_papers_folded_claims_are_counted_in_the_singular_or_plural(count):
     expected = ("The 1 claim of this paper, with its check" if count == 1
                 else f"The {count} claims of this paper, each with its check")  # fmt: skip
     assert f"<summary>{expected}</summary>" in format_markdown(records).splitlines()
+
+
+def test_killed_mutants_the_check_could_not_evaluate_are_counted_apart():
+    # "mutants killed: 2 of 2" read as two refutations where one mutant was a form the check
+    # could not evaluate (a symbol left without a value): rejected, never shown wrong
+    def is_one(form):
+        if form.value.free_symbols:
+            return undecided("a symbol is left without a value.")
+        return decide(form.value == 1, "it is one.", "it is not one.")
+
+    printed = Form(sp.Integer(1), lhs="x")
+    claim = Claim("mine", "eq1", "x is one", printed, is_one, method="comparison",
+                  mutants=(mutant(printed, sp.Integer(2), "doubled"),
+                           mutant(printed, sp.Symbol("y"), "a stray symbol")))  # fmt: skip
+    (record,) = run_audit([claim], mutants=True)
+    results = record["mutant_results"]  # the two above and the audit's own operators'
+    stray = [o for o in results if o["mutant"] == "a stray symbol"]
+    assert [o["verdict"] for o in stray] == ["inconclusive"] and stray[0]["killed"]
+    unevaluable = sum(o["killed"] and o["verdict"] == "inconclusive" for o in results)
+    total, killed = len(results), sum(o["killed"] for o in results)
+    said = f" ({unevaluable} of them forms the check cannot evaluate)"
+    assert _mutants_line(record) == f"- mutants killed: {killed} of {total}{said}"
+    row = next(line for line in format_markdown([record]).splitlines()
+               if line.startswith("| all papers"))
+    assert row.endswith(f"| {killed} / {total}{said} |")
