@@ -29,6 +29,7 @@ from gradlab.report.summaries import (
     distinct_problems,
     mutant_outcomes,
     mutants_sentence,
+    run_name,
     with_verb,
 )
 
@@ -377,7 +378,7 @@ def _scenes(results: dict) -> list[Finding]:
     for encoder, losses in summary["apart"].items():
         for loss, numbers in losses.items():
             kind = "untrained" if numbers["below_chance"] else "collapsed"
-            apart[kind].append(f"{encoder} with {loss}")
+            apart[kind].append(run_name(encoder, loss))
     if apart["untrained"]:
         sentences.append(f"Listed apart, not compared (R@1 not at least "
                          f"{summary['chance_factor']:g} x chance both ways): "

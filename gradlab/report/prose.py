@@ -12,7 +12,7 @@ import re
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.statistics import separated
 from gradlab.functional import HARMONIC_METHODS
-from gradlab.report.summaries import VERDICT_WORDS, cell, trend
+from gradlab.report.summaries import VERDICT_WORDS, cell, run_name, trend
 
 CHECK_WORDS = {"vs": "against", "fd": "finite differences", "eq37": "Eq. 37", "ap": "AP",
                "dcg": "DCG", "fappy": "FAPPY", "fastap": "FastAP"}  # fmt: skip
@@ -358,7 +358,7 @@ def scenes_apart_text(summary: dict) -> str:
         ...            "apart": {"VSE++": {"NT-Xent": {"i2t_R@1": 0.012, "t2i_R@1": 0.001,
         ...                                            "below_chance": True}}}}
         >>> scenes_apart_text(summary)
-        'Listed apart, not ranked, as they did not train both ways here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): VSE++ with NT-Xent (R@1 0.0120 image -> caption, 0.0010 caption -> image, below the gate caption -> image only).'
+        'Listed apart, not ranked, as they did not train both ways here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): the VSE++ encoder with NT-Xent (R@1 0.0120 image -> caption, 0.0010 caption -> image, below the gate caption -> image only).'
     """  # noqa: E501
     untrained, collapsed = [], []
     for encoder, losses in summary["apart"].items():
@@ -381,7 +381,7 @@ def scenes_apart_text(summary: dict) -> str:
                 else:
                     words.append(f"uniformity {uniformity}")
             (untrained if numbers["below_chance"] else collapsed).append(
-                f"{encoder} with {loss} (" + ", ".join(words) + ")")
+                run_name(encoder, loss) + " (" + ", ".join(words) + ")")
     sentences = []
     if untrained:
         chance = summary["chance"]
@@ -445,7 +445,7 @@ def best_recall_sentences(results: dict, summary: dict) -> list[str]:
         >>> best = {"encoder": "VSRN", "loss": "NT-Xent", "tied": []}
         >>> summary = {"best_recall_at_1": {"i2t": best, "t2i": best}}
         >>> best_recall_sentences({"runs": {"VSRN": {"NT-Xent": run}}}, summary)[1]
-        'Best caption -> image R@1: VSRN with NT-Xent, 0.250 ± 0.000.'
+        'Best caption -> image R@1: the VSRN encoder with NT-Xent, 0.250 ± 0.000.'
     """
     parts = []
     for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
@@ -454,9 +454,10 @@ def best_recall_sentences(results: dict, summary: dict) -> list[str]:
             parts.append(f"No {words} R@1 is compared: no run is above {_chance_words(summary)}.")
             continue
         values = results["runs"][best["encoder"]][best["loss"]]["recall"][f"{direction}_R@1"]
-        sentence = f"Best {words} R@1: {best['encoder']} with {best['loss']}, {cell(values)}"
+        sentence = (f"Best {words} R@1: {run_name(best['encoder'], best['loss'])}, "
+                    f"{cell(values)}")
         if best["tied"]:
-            named = ", ".join(f"{encoder} with {loss}" for encoder, loss in best["tied"])
+            named = ", ".join(run_name(encoder, loss) for encoder, loss in best["tied"])
             sentence += f"; within its seed spread: {named}"
         parts.append(sentence + ".")
     return parts

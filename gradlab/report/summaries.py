@@ -13,6 +13,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from gradlab.experiments.statistics import mean_std, separated
 
 
+def run_name(encoder: str, loss: str) -> str:
+    """A scene run named in running text: the encoder said to be one, since an encoder and a
+    loss may share a paper's name (VSE++'s encoder, Faghri et al. 2018, and its max-violation
+    loss).
+
+    Example:
+        >>> run_name("VSE++", "VSE++ max-violation")
+        'the VSE++ encoder with VSE++ max-violation'
+    """
+    return f"the {encoder} encoder with {loss}"
+
+
 def cell(values: Sequence[float], digits: int = 3) -> str:
     """``"mean ± std"`` of per-seed values; a seed whose value is undefined (NaN: a share of
     the gradient where no negative received any) is left out and counted.

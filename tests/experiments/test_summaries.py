@@ -161,11 +161,12 @@ def test_scenes_text_ranks_only_the_compared_runs_and_quotes_the_apart_ones():
     assert "VSE++: highest rsum with trains (200.0 ± 0.0), the only one of its losses" in ranked
     assert "VSRN: no loss above 2 x chance R@1 both ways, so its losses are not ranked." in ranked
     assert "chance 0.0100 image -> caption, 0.0100 caption -> image" in apart
-    assert ("VSE++ with stuck (R@1 0.0100 image -> caption, 0.0120 caption -> image, training "
-            "loss fell from 0.900 to 0.400)") in apart
-    assert "VSRN with stuck (R@1 0.0100 image -> caption, 0.0100 caption -> image)" in apart
+    assert ("the VSE++ encoder with stuck (R@1 0.0100 image -> caption, 0.0120 caption -> "
+            "image, training loss fell from 0.900 to 0.400)") in apart
+    assert ("the VSRN encoder with stuck (R@1 0.0100 image -> caption, 0.0100 caption -> "
+            "image)") in apart
     assert "says nothing about it" in apart
     finding = findings_markdown({"scenes": (results, "## Scenes")})
-    assert "Best image -> caption R@1: VSE++ with trains" in finding
-    assert "Listed apart, not compared (R@1 not at least 2 x chance both ways): VSE++ with " \
-           "stuck, VSRN with stuck." in finding
+    assert "Best image -> caption R@1: the VSE++ encoder with trains" in finding
+    assert ("Listed apart, not compared (R@1 not at least 2 x chance both ways): the VSE++ "
+            "encoder with stuck, the VSRN encoder with stuck.") in finding

@@ -60,10 +60,12 @@ def test_a_collapsed_run_above_chance_is_listed_apart_and_never_ranked():
     assert "under NT-Xent for the captions" in geometry
     assert "not compared: VSE++ max-violation (collapsed)" in geometry
     text = scenes_text(results, summary)
-    assert "as their embeddings collapsed" in text and "VSRN with VSE++ max-violation" in text
+    assert "as their embeddings collapsed" in text
+    assert "the VSRN encoder with VSE++ max-violation" in text
     assert "ahead of the other compared losses" not in text
     finding = FINDERS["scenes"](results)[0].text
-    assert "embeddings collapsed" in finding and "VSRN with VSE++ max-violation" in finding
+    assert "embeddings collapsed" in finding
+    assert "the VSRN encoder with VSE++ max-violation" in finding
 
 
 def test_the_runs_listed_apart_are_worded_in_full():
@@ -124,7 +126,8 @@ def test_the_finding_names_every_collapsed_run():
     finding = FINDERS["scenes"](results)[0].text
     threshold = f"{digit_scenes.collapse_uniformity():.3f}"
     assert finding.endswith(f"Listed apart, not compared (embeddings collapsed: uniformity above "
-                            f"{threshold}): VSRN with VSE++ max-violation, VSE++ with SmoothAP.")
+                            f"{threshold}): the VSRN encoder with VSE++ max-violation, the "
+                            "VSE++ encoder with SmoothAP.")
 
 
 def test_a_run_below_chance_whose_embeddings_collapsed_is_listed_as_untrained_and_collapsed():
@@ -149,7 +152,8 @@ def test_a_run_below_chance_whose_embeddings_collapsed_is_listed_as_untrained_an
     assert ("the only one of its losses above 2 x chance R@1 both ways."
             in scenes_text(results, summary))
     finding = FINDERS["scenes"](results)[0].text
-    assert "(R@1 not at least 2 x chance both ways): VSRN with VSE++ max-violation." in finding
+    assert ("(R@1 not at least 2 x chance both ways): the VSRN encoder with VSE++ "
+            "max-violation.") in finding
     assert "embeddings collapsed" not in finding
 
 

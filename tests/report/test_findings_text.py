@@ -471,13 +471,14 @@ def test_the_scenes_line_names_the_best_and_the_apart_runs():
     figure = "![r](figures/digit_scenes_recall.png)"
     line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, figure)})[2]
     assert line == (
-        f"- Best image -> caption R@1: VSRN with x, {_cell([0.5, 0.75])}. Best caption -> image "
-        f"R@1: VSRN with x, {_cell([0.25, 0.25])}. Listed apart, not compared (R@1 not at least "
-        "2.5 x chance both ways): VSRN with y, VSE++ with y, VSE++ with z. ([Figure 1](#figure-1))"
+        f"- Best image -> caption R@1: the VSRN encoder with x, {_cell([0.5, 0.75])}. Best "
+        f"caption -> image R@1: the VSRN encoder with x, {_cell([0.25, 0.25])}. Listed apart, "
+        "not compared (R@1 not at least 2.5 x chance both ways): the VSRN encoder with y, the "
+        "VSE++ encoder with y, the VSE++ encoder with z. ([Figure 1](#figure-1))"
     )
     summary["apart"] = {"VSRN": {}}
     line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, "")})[2]
-    assert line.endswith(f"caption -> image R@1: VSRN with x, {_cell([0.25, 0.25])}.")
+    assert line.endswith(f"caption -> image R@1: the VSRN encoder with x, {_cell([0.25, 0.25])}.")
 
 
 def test_added_finders_rank_and_follow_page_order():

@@ -397,9 +397,9 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
         },
     }
     expected = [
-        f"Best image -> caption R@1: A with x, {_cell([0.5, 0.6])}; within its seed spread: C "
-        "with x, A with z.",
-        f"Best caption -> image R@1: A with x, {_cell([0.4, 0.5])}.",
+        f"Best image -> caption R@1: the A encoder with x, {_cell([0.5, 0.6])}; within its seed "
+        "spread: the C encoder with x, the A encoder with z.",
+        f"Best caption -> image R@1: the A encoder with x, {_cell([0.4, 0.5])}.",
         f"A: highest rsum with x ({_cell([300.0, 310.0], 1)}), not separated from y, z by more "
         "than the seed spread.",
         f"B: highest rsum with x ({_cell([100.0, 100.0], 1)}), the only one of its losses above "
@@ -409,9 +409,10 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
         "losses by more than the seed spread.",
         "Listed apart, not ranked, as they did not train both ways here (mean R@1 not at least 2 "
         "x chance "
-        "R@1 both ways; chance 0.0020 image -> caption, 0.0025 caption -> image): B with gone "
-        "(R@1 0.0005 image -> caption, 0.0000 caption -> image, training loss fell from 2.000 to "
-        "1.500); C with x (R@1 0.7500 image -> caption, 0.0010 caption -> image, below the gate "
+        "R@1 both ways; chance 0.0020 image -> caption, 0.0025 caption -> image): the B encoder "
+        "with gone (R@1 0.0005 image -> caption, 0.0000 caption -> image, training loss fell from "
+        "2.000 to 1.500); the C encoder with x (R@1 0.7500 image -> caption, 0.0010 caption -> "
+        "image, below the gate "
         "caption -> image only).",
         "This compares losses on miniatures (a frozen digit backbone, 30 steps, 2 seeds, every "
         "loss at its paper's setting); a loss listed apart did not train both ways in this setup, "
