@@ -291,7 +291,11 @@ def test_an_event_file_an_earlier_gradlab_named_without_its_suffix_is_still_a_ru
     with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "tensorboard"]) as monitor:
         train(monitor, steps=2)
     (event_file,) = tmp_path.glob("events.out.tfevents.*")
-    earlier = event_file.rename(tmp_path / event_file.name.removesuffix(".gradlab"))
+    # named as then, an hour earlier: a SummaryWriter of the same process in the same second
+    # would otherwise write the user's file below under that very name (the test's own clash)
+    parts = event_file.name.removesuffix(".gradlab").split(".")
+    parts[3] = str(int(parts[3]) - 3600)  # events.out.tfevents.<time>.<host>.<pid>.<n>
+    earlier = event_file.rename(tmp_path / ".".join(parts))
     assert earlier.name != event_file.name
     users = write_users_event_file(tmp_path)
     if how == "refused":
