@@ -447,6 +447,7 @@ class GradlabCallback(Callback):
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
             )
+            monitor.folder.going_back_said = True  # the Monitor's own would say it again
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         # The Monitor's steps are the Trainer's (a fit resumed from a checkpoint at step k logs

@@ -586,6 +586,7 @@ class GradlabTrainerCallback(TrainerCallback):
         # that starts over (global_step 0) logs its steps again after the earlier ones.
         if resumed_at > self.monitor.step_count and int(state.global_step) == 0:
             self._warn_resumed_behind(folder, resumed_at - 1, self.monitor.step_count)
+            self.monitor.folder.going_back_said = True  # the Monitor's own would repeat it
         self._began = True
         self._first_step = int(state.global_step)  # a resumed run starts past 0
         self._calls_at_step = 0

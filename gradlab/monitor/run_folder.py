@@ -95,6 +95,9 @@ class RunFolder:
         self.sinks = list(sinks)
         self.strict = strict
         self.start_step = 0
+        # a resumption at a step the run logged was said already (an integration's warning,
+        # which knows the Trainer): the folder's own is not given too
+        self.going_back_said = False
         self._token: str | None = None
         self._unclaim: weakref.finalize | None = None
         self._names = _sink_names(self.sinks)
@@ -249,7 +252,7 @@ class RunFolder:
         except OSError as error:
             self._claim_error = error
         if first_step is not None and "resumed" in self.previous:
-            if first_step < self.start_step:  # back to an earlier checkpoint: say it now
+            if first_step < self.start_step and not self.going_back_said:  # say it now
                 self._went_back(first_step)
             self.previous["resumed"]["from_step"] = first_step
         self._header = self.header(run, device)  # not reached when the claim is refused
