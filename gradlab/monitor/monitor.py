@@ -67,6 +67,11 @@ DEFAULT_TAU = 0.01
 """The Monitor's tau when none is given and the watched loss is not SmoothAP."""
 
 TRAINER_PACKAGES = frozenset({"accelerate", "lightning", "sentence_transformers", "transformers"})
+
+SCHEDULE_AHEAD = 64
+"""Steps from the first one a schedule is asked at the run's first watched call (before the
+run's first step): one that returns what is no bool for any of them (``step % 10``: 0, 1,
+then 2) is refused then, not at the step that returns it, where it disables its quantity."""
 """Packages whose frames are not the user's: where a trainer (through gradlab's callbacks) calls
 the loss or ``monitor.step()``, a warning names the user's ``fit()`` or ``train()`` line."""
 
@@ -131,6 +136,19 @@ def _due_or_not(quantity: Quantity, step: int) -> bool:
         return quantity.should_compute(step)
     except Exception:  # any error of a schedule: reported when its step comes
         return False
+
+
+def _answer_ahead(quantity: Quantity, step: int) -> None:
+    """Ask ``quantity``'s schedule for ``step``, a step ahead of the run's first: its refusal
+    of an answer that is no bool is raised, saying when it was asked; an error of the
+    schedule's own is left for when that step comes (a table of steps may end early)."""
+    try:
+        quantity.should_compute(step)
+    except GradlabError as error:
+        raise GradlabError(f"{error} (asked before the run's first step, as every schedule is "
+                           f"for the {SCHEDULE_AHEAD} steps from it)") from error
+    except Exception:  # reported when its step comes, as it always was
+        pass
 
 
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
@@ -309,6 +327,7 @@ class Monitor:
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._said_not_served: set[str] = set()  # passed quantities a loss cannot serve, said
+        self._asked_ahead: set[str] = set()  # quantities whose schedules SCHEDULE_AHEAD asked
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         # the last call of the last step that step() closed: what close() logs when the
         # schedules skipped that step (a call after it, as a final validation, is no step's)
@@ -1306,9 +1325,16 @@ class Monitor:
         """Whether ``quantity``'s schedule logs ``step``. A schedule that raises, or returns no
         bool, is refused before the run's first step (the first watched call asks it); later
         it disables its quantity with a warning, as a ``compute`` that raises does, and
-        training goes on (``strict=True`` raises)."""
+        training goes on (``strict=True`` raises). Before the first step, the steps to come
+        are asked too (:data:`SCHEDULE_AHEAD`): one they answer with no bool is refused then;
+        one they raise for is reported when its step comes."""
         try:
-            return quantity.should_compute(step)
+            due = quantity.should_compute(step)
+            if self._first_step is None and quantity.name not in self._asked_ahead:
+                self._asked_ahead.add(quantity.name)
+                for ahead in range(step + 1, step + SCHEDULE_AHEAD):
+                    _answer_ahead(quantity, ahead)
+            return due
         except GradlabError as error:  # it names the quantity, the schedule, what it returned
             if self.strict or self._first_step is None:
                 raise

@@ -223,6 +223,42 @@ def test_a_schedule_returning_neither_a_bool_nor_0_or_1_is_refused(tmp_path, ret
         assert gradlab.monitor.Loss(lambda step, fine=fine: fine).should_compute(0) is due
 
 
+def test_step_mod_10_is_refused_at_the_first_watched_call_not_at_step_2(tmp_path):
+    # every=lambda s: s % 10 answered 0 at step 0 and 1 at step 1, both accepted, then 2 at
+    # step 2: every quantity was disabled there, with eight warnings, and training went on
+    # logging nothing. The steps ahead are asked before the run starts.
+    import torch
+
+    import gradlab
+    from gradlab.monitor.monitor import SCHEDULE_AHEAD
+
+    def schedule(step):
+        return step % 10
+
+    with pytest.raises(GradlabError) as raised:
+        with gradlab.Monitor(tmp_path / "run", every=schedule, preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+    assert str(raised.value) == (
+        f"the schedule of the 'loss' quantity, {schedule!r}, returned 2 for step 2; a schedule "
+        "returns True (log the step) or False, or 1 or 0 (a comparison: step % 10 == 0, not "
+        f"step % 10) (asked before the run's first step, as every schedule is for the "
+        f"{SCHEDULE_AHEAD} steps from it)")
+    # from a resumed count the steps ahead are the run's own: 3 % 10 at step 3 is refused
+    def late(step):
+        return 3 if step == 40 + SCHEDULE_AHEAD - 1 else step % 2
+
+    with pytest.raises(GradlabError, match=rf"returned 3 for step {40 + SCHEDULE_AHEAD - 1};"):
+        with gradlab.Monitor(tmp_path / "late", every=late, preset="cheap") as monitor:
+            monitor.step_count = 40
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+    def later(step):  # past the steps asked ahead: disabled when its step comes, as before
+        return 3 if step == 40 + SCHEDULE_AHEAD else step % 2
+
+    with gradlab.Monitor(tmp_path / "later", every=later, preset="cheap") as monitor:
+        monitor.step_count = 40
+        monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+
+
 @pytest.mark.parametrize(("maker", "call"), [(log_spaced, "log_spaced()"),
                                              (dense_warmup, "dense_warmup()"),
                                              (default_schedule, "default_schedule()"),
