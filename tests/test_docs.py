@@ -419,3 +419,33 @@ def test_the_monitor_pages_quantity_of_ones_own_logs_its_row_median(tmp_path, mo
                    for b, norm_b in zip(rows, norms, strict=True)]  # fmt: skip
         medians.append(sorted(cosines, reverse=True)[4])
     assert record["row_median_mean"] == pytest.approx(sum(medians) / 8, abs=1e-9)
+
+
+def test_the_monitor_pages_default_and_full_recipe_logs_fulls_extras_every_20th(
+    tmp_path, monkeypatch
+):
+    """The presets section's recipe: the default preset's keys every step, the keys only full
+    logs (its relaxation gap, anatomy, decomposition) at steps 0 and 20 alone."""
+    from gradlab.monitor import PRESETS, read_jsonl
+
+    (code,) = _page_blocks("monitor.md", "## What gets logged")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/monitor.md", "exec"), namespace)
+    monitor = namespace["monitor"]
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    torch.manual_seed(0)
+    for _ in range(22):
+        loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        monitor.step()
+    monitor.close()
+    _, records = read_jsonl(tmp_path / "runs" / "default_and_full")
+    default_names = {q.name for q in PRESETS["default"]}
+    only_full = [key for q in PRESETS["full"] if q.name not in default_names for key in q.keys
+                 if key in ("relaxation_gap", "anatomy_active_negative_share",
+                            "decomposition_cosine_mean")]  # fmt: skip
+    assert len(only_full) == 3
+    assert [r["step"] for r in records] == list(range(22))
+    assert all("loss" in r and "p_seed" in r and "gradient_count_mean" in r for r in records)
+    for key in only_full:
+        assert [r["step"] for r in records if key in r] == [0, 20], key

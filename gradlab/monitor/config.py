@@ -267,6 +267,12 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
     repeated = sorted({name for name in names if names.count(name) > 1})
     for name in repeated:  # two classes of one name: yours is to be renamed
         classes = list(dict.fromkeys(type(q) for q in quantities if q.name == name))
+        if len(classes) > 1 and all(cls.__module__.startswith("gradlab.") for cls in classes):
+            raise GradlabError(  # gradlab's forms of one quantity, not a clash to rename
+                f"quantities {', '.join(_class_names(classes))} are all named {name!r}: forms "
+                "of one quantity, whose keys overlap; pass one of them (each preset holds one: "
+                f"{_preset_forms(classes)})"
+            )
         if len(classes) > 1:
             raise GradlabError(
                 f"quantities {', '.join(_class_names(classes))} are all named {name!r}: "
@@ -282,6 +288,13 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
         _check_name(quantity)
     _check_keys(quantities)
     return tuple(quantities)
+
+
+def _preset_forms(classes: Sequence[type]) -> str:
+    """Which of gradlab's ``classes`` (forms of one quantity) each preset holds, in words."""
+    held = [f"{preset!r} {cls.__name__}" for preset, members in PRESETS.items()
+            for cls in classes if cls in members]  # fmt: skip
+    return ", ".join(held) if held else "none of them"
 
 
 GRADLAB_NAMES = {cls.name: cls for cls in reversed(QUANTITIES)}

@@ -76,12 +76,15 @@ class Geometry(Quantity):
     keys = ("geometry_alignment", "geometry_uniformity", "geometry_effective_rank",
             "geometry_effective_rank_share", "geometry_std", "geometry_modality_gap")  # fmt: skip
     plots = (
-        Plot("geometry", "Alignment and uniformity (Wang & Isola 2020; lower is better for "
-             "both)", "value", (
+        Plot("geometry", "Alignment and uniformity (Wang & Isola 2020; each lower is better, "
+             "but they trade off)", "value", (
                  ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
                  ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)")),
              reading=("How close the positives' unit embeddings are (alignment) and how evenly "
-                      "the batch spreads over the sphere (uniformity).")),
+                      "the batch spreads over the sphere (uniformity). Read the two together: "
+                      "from a collapsed start (every cosine near 1) alignment rises while "
+                      "uniformity falls as the batch spreads out, which is training working, "
+                      "not failing.")),
         Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
              "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
              "scale)",

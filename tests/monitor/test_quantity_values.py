@@ -286,6 +286,24 @@ def test_two_quantities_that_share_a_plot_family_are_refused(tmp_path):
     )
 
 
+def test_two_of_gradlabs_forms_of_one_quantity_are_told_to_pass_one(tmp_path):
+    # "default every step, full's extras every 20th" built from the presets' classes: the
+    # clash was told "give yours another name", though neither class is the user's
+    from gradlab.monitor import PRESETS, GradientCounts, WeightedGradientCounts
+
+    default = PRESETS["default"]
+    quantities = ([q(every(1)) for q in default]
+                  + [q(every(20)) for q in PRESETS["full"] if q not in default])  # fmt: skip
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=quantities)
+    assert str(raised.value) == (
+        "quantities GradientCounts, WeightedGradientCounts are all named 'gradient_counts': "
+        "forms of one quantity, whose keys overlap; pass one of them (each preset holds one: "
+        "'default' GradientCounts, 'full' WeightedGradientCounts)")
+    assert GradientCounts in default and WeightedGradientCounts in PRESETS["full"]
+    assert set(GradientCounts.keys) <= set(WeightedGradientCounts.keys)  # the overlap said
+
+
 def test_two_different_quantities_with_one_name_are_told_to_rename(tmp_path):
     mine = _declares(name="loss", keys=("loss_mine",))
     with pytest.raises(GradlabError) as raised:
