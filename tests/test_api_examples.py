@@ -6,10 +6,13 @@ in ``make test`` (``--doctest-modules`` over ``gradlab/``); this test checks tha
 one that doctest finds, so a new public name without an example fails here.
 """
 
+import ast
 import doctest
 import inspect
+import itertools
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ import gradlab.losses
 import gradlab.monitor
 
 PUBLIC = [gradlab, gradlab.functional, gradlab.losses, gradlab.monitor]
+GRADLAB = Path(gradlab.__file__).resolve().parent
 
 
 def _doctests(module) -> dict[str, list[str]]:
@@ -69,3 +73,30 @@ def test_a_public_name_without_an_example_is_found(monkeypatch):
     monkeypatch.setattr(gradlab.functional, "NOT_SHOWN", 3, raising=False)
     missing = _without_example(gradlab.functional)
     assert "undocumented_helper" in missing and "NOT_SHOWN" in missing
+
+
+def _orphaned_strings(source: str) -> list[int]:
+    """Lines of a module's (or a class body's) string statements that follow another string
+    statement: an attribute docstring cut off from its name by another's inserted above it."""
+    tree = ast.parse(source)
+    bodies = [tree.body] + [node.body for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+
+    def is_string(statement) -> bool:
+        return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+            and isinstance(statement.value.value, str)  # fmt: skip
+
+    return [after.lineno for body in bodies for before, after in itertools.pairwise(body)
+            if is_string(before) and is_string(after)]  # fmt: skip
+
+
+def test_every_attribute_docstring_follows_its_name():
+    # mkdocstrings reads the string right below a constant as its docstring: a second string
+    # below it belongs to no name, and the constant above the first shows the wrong text
+    found = {str(path.relative_to(GRADLAB)): lines for path in sorted(GRADLAB.rglob("*.py"))
+             if (lines := _orphaned_strings(path.read_text(encoding="utf-8")))}  # fmt: skip
+    assert found == {}
+
+
+def test_an_orphaned_attribute_docstring_is_found():
+    source = 'A = 1\n"""Of A."""\nB = 2\n"""Of B."""\n"""Of A, misplaced."""\n'
+    assert _orphaned_strings(source) == [5]

@@ -67,13 +67,13 @@ DEFAULT_TAU = 0.01
 """The Monitor's tau when none is given and the watched loss is not SmoothAP."""
 
 TRAINER_PACKAGES = frozenset({"accelerate", "lightning", "sentence_transformers", "transformers"})
+"""Packages whose frames are not the user's: where a trainer (through gradlab's callbacks) calls
+the loss or ``monitor.step()``, a warning names the user's ``fit()`` or ``train()`` line."""
 
 SCHEDULE_AHEAD = 64
 """Steps from the first one a schedule is asked at the run's first watched call (before the
 run's first step): one that returns what is no bool for any of them (``step % 10``: 0, 1,
 then 2) is refused then, not at the step that returns it, where it disables its quantity."""
-"""Packages whose frames are not the user's: where a trainer (through gradlab's callbacks) calls
-the loss or ``monitor.step()``, a warning names the user's ``fit()`` or ``train()`` line."""
 
 
 def _scalar(value: torch.Tensor) -> torch.Tensor:
