@@ -337,7 +337,8 @@ class Monitor:
         self._rank_in_group: int | None = None  # at the first step, under torch.distributed
         self._refused: str | None = None  # why the folder was refused at the first record
         self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
-                                overwrite=options.overwrite, claim_now=is_rank_zero())  # fmt: skip
+                                overwrite=options.overwrite, claim_now=is_rank_zero(),
+                                not_callers=TRAINER_PACKAGES)  # fmt: skip
         self.log_dir = self.folder.path
         self.dropped_records = self.folder.dropped_records  # sink name -> records it missed
         self._step_count = self.folder.start_step

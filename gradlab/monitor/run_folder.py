@@ -65,6 +65,9 @@ class RunFolder:
         claim_now: whether this process writes (rank 0): then a live Monitor holding the
             folder is refused at once.
         strict: raise a sink's fault (as a :class:`GradlabError`) instead of warning.
+        not_callers: top-level packages whose frames are not the user's (a trainer that calls
+            the loss and ``monitor.step()``): the warning of a resumption at a logged step
+            names the line that called them (``trainer.train()``).
 
     Attributes:
         dropped_records: by sink name (its file name, else its class name), the records that
@@ -90,8 +93,12 @@ class RunFolder:
         overwrite: bool,
         claim_now: bool = True,
         strict: bool = False,
+        not_callers: frozenset[str] = frozenset(),
     ) -> None:
         self.path = check_output_folder(log_dir, argument="log_dir")
+        # top-level packages whose frames are not the user's (a trainer that calls the loss
+        # and monitor.step()): a warning of the folder's points past them
+        self.not_callers = not_callers
         self.sinks = list(sinks)
         self.strict = strict
         self.start_step = 0
@@ -275,7 +282,7 @@ class RunFolder:
             "ahead of this part's header, so those steps are logged twice. gradlab plot draws "
             "this part's in their place, as read_jsonl(path, as_trained=True) reads them",
             UserWarning,
-            stacklevel=caller_stacklevel(),
+            stacklevel=caller_stacklevel(self.not_callers),  # trainer.train(), not inside it
         )
 
     def write(self, record: dict) -> None:

@@ -339,6 +339,31 @@ def test_after_a_crash_resume_continues_from_the_checkpoint_under_a_new_header(t
         assert record["loss"] == pytest.approx(loss, rel=1e-6)
 
 
+
+@pytest.mark.slow
+def test_a_resumption_from_a_checkpoint_before_the_logs_end_is_said_at_trainer_train(tmp_path):
+    # A crash at step 4 after a checkpoint at step 2 and steps 1-3 logged: resumed from the
+    # checkpoint, the Trainer trains step 3 again. The Monitor says so, at the user's
+    # trainer.train() line, not inside transformers, which calls the callback's step().
+    pytest.importorskip("accelerate")
+    kept = []
+
+    def cell(raise_at=None, checkpoint=None, **options):
+        callback, trainer = _checkpointing(tmp_path / "out", 4, raise_at, **options)
+        kept.append((callback, trainer))
+        trainer.train(resume_from_checkpoint=checkpoint)
+
+    with pytest.raises(RuntimeError, match="a data bug at step 4"):
+        cell(raise_at=4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cell(checkpoint=True, resume=True)
+    said = [w for w in caught if "resumes at step 3, which it had logged" in str(w.message)]
+    assert [w.filename for w in said] == [__file__]
+    source = inspect.getsourcelines(cell)
+    assert said[0].lineno == source[1] + next(
+        i for i, line in enumerate(source[0]) if "trainer.train(" in line)
+
 @pytest.mark.slow
 def test_overwrite_on_a_trainer_resumed_from_a_checkpoint_warns_before_anything_is_removed(
     tmp_path,
