@@ -191,7 +191,11 @@ class Quantity:
             them (:meth:`BatchView.provided`); without them the quantity logs its other keys.
         keys: every key it may log.
         plots: its figure families (:class:`Plot`).
-        schedule: ``step -> bool``.
+        schedule: ``step -> bool``, a function of the step alone: the Monitor asks it
+            several times a step, and at the run's first watched call for the 64 steps from
+            the first (under torch.distributed, at the first ``monitor.step()``, for the
+            4,096 from it), so one that keeps state between calls (counts them, pops a list)
+            would log other steps than it says.
         warns_if_not_finite: the Monitor counts (in ``not_finite``) each step on which one of
             its values is NaN or infinite while the inputs are finite, and warns at the first:
             a value the training itself broke (the loss), logged as it is.
