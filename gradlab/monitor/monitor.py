@@ -1537,10 +1537,15 @@ class Monitor:
         finally:
             if writes:
                 try:
-                    # a note no record carried yet (a watched call after the last step()
-                    # disabled a quantity): written now, at the step it names; once out of
-                    # step, the Monitor logs nothing more
-                    if self._disabled_notes and self.out_of_step is None:
+                    # a note no record carried yet, of a step that step() closed (under
+                    # torch.distributed, one nothing was logged at since): written now, at the
+                    # step it names; once out of step, the Monitor logs nothing more. A note
+                    # of a watched call after the last step() is not: a record of that step,
+                    # which was never closed, would have resume=True number on past it (its
+                    # warning said it at the call)
+                    if (self._disabled_notes and self.out_of_step is None
+                            and self._notes_step is not None
+                            and self._notes_step < self.step_count):  # fmt: skip
                         self._write_notes(self._notes_step, None)
                     # a new run that logged nothing gets its header; a resume or an overwrite
                     # that wrote no record leaves the old run as it was (an overwrite's files

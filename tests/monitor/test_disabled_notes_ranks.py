@@ -53,6 +53,10 @@ NOTES = {
 def test_a_note_that_no_later_record_carries_is_written_by_rank_0(tmp_path, case):
     _spawn(tmp_path, notes_worker, case)
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    if case == "last_call":  # its step never closed: no record of it (resume=True would number
+        # on past it); the warning at the call says it
+        assert [r["step"] for r in records] == [0, 1]
+        return
     assert [r["step"] for r in records] == [0, 1, DISABLED_AT]
     assert records[-1] == {"step": DISABLED_AT, "disabled": {
         "fails_at_step": f"step {DISABLED_AT}: {NOTES[case]}"}}  # fmt: skip
