@@ -209,7 +209,7 @@ class RunFolder:
                 "the run did get there (resumed later without the JSONL sink), set "
                 "monitor.step_count before the first step",
                 UserWarning,
-                stacklevel=caller_stacklevel(),
+                stacklevel=caller_stacklevel(self.not_callers),
             )
         return [end]
 
@@ -274,13 +274,13 @@ class RunFolder:
         """Warn that this resumption starts at ``first_step``, which the run had logged: its
         files keep those records, before the new header."""
         last = self.start_step - 1
-        logged = f"step {last}" if first_step == last else f"steps {first_step} to {last}"
         warnings.warn(
-            f"gradlab.Monitor: the run in {str(self.path)!r} resumes at step {first_step}, "
-            f"which it had logged (its last record is step {last}: training went back to an "
-            f"earlier checkpoint); the records of {logged} it logged before stay in its files, "
-            "ahead of this part's header, so those steps are logged twice. gradlab plot draws "
-            "this part's in their place, as read_jsonl(path, as_trained=True) reads them",
+            f"gradlab.Monitor: the run in {str(self.path)!r} resumes at step {first_step}, at or "
+            f"before its last record (step {last}): training went back to an earlier "
+            f"checkpoint. The records it logged from step {first_step} on stay in its files, "
+            "ahead of this part's header, so a step this part logs again is in them twice; "
+            "gradlab plot draws this part's records in their place, as "
+            "read_jsonl(path, as_trained=True) reads them",
             UserWarning,
             stacklevel=caller_stacklevel(self.not_callers),  # trainer.train(), not inside it
         )
@@ -440,7 +440,7 @@ class RunFolder:
             "the steps it missed (dropped_steps); later faults of the same sink are not "
             "reported again (strict=True raises instead)",
             RuntimeWarning,
-            stacklevel=caller_stacklevel(),
+            stacklevel=caller_stacklevel(self.not_callers),
         )
 
     def _report_unnoted(self) -> None:
@@ -469,7 +469,7 @@ class RunFolder:
         warnings.warn(
             f"gradlab.Monitor: {'; '.join(said)}; monitor.dropped_records counts them per sink",
             RuntimeWarning,
-            stacklevel=caller_stacklevel(),
+            stacklevel=caller_stacklevel(self.not_callers),
         )
 
     def claim(self) -> None:

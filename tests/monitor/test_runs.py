@@ -847,11 +847,11 @@ def test_a_resumption_at_a_step_the_run_logged_says_so_at_its_first_record(tmp_p
             train(monitor, steps=2)
     said = [str(w.message) for w in caught if "resumes at step" in str(w.message)]
     assert said == [
-        f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes at step 4, which it had logged "
-        "(its last record is step 9: training went back to an earlier checkpoint); the records "
-        "of steps 4 to 9 it logged before stay in its files, ahead of this part's header, so "
-        "those steps are logged twice. gradlab plot draws this part's in their place, as "
-        "read_jsonl(path, as_trained=True) reads them"
+        f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes at step 4, at or before its "
+        "last record (step 9): training went back to an earlier checkpoint. The records it "
+        "logged from step 4 on stay in its files, ahead of this part's header, so a step this "
+        "part logs again is in them twice; gradlab plot draws this part's records in their "
+        "place, as read_jsonl(path, as_trained=True) reads them"
     ]
     # said at the line outside gradlab that made the record (the loop's, here the helper's)
     (where,) = [w.filename for w in caught if "resumes at step" in str(w.message)]

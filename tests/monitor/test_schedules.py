@@ -254,9 +254,19 @@ def test_step_mod_10_is_refused_at_the_first_watched_call_not_at_step_2(tmp_path
     def later(step):  # past the steps asked ahead: disabled when its step comes, as before
         return 3 if step == 40 + SCHEDULE_AHEAD else step % 2
 
-    with gradlab.Monitor(tmp_path / "later", every=later, preset="cheap") as monitor:
-        monitor.step_count = 40
-        monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+    from gradlab.monitor import Loss
+
+    with pytest.warns(RuntimeWarning, match=r"step 104: quantity 'loss' is disabled") as caught:
+        with gradlab.Monitor(tmp_path / "later", quantities=[Loss(later)]) as monitor:
+            monitor.step_count = 40
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            logged = []
+            for _ in range(SCHEDULE_AHEAD + 2):  # steps 40 to 105
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                logged.append(monitor.step() is not None)
+    assert 40 + SCHEDULE_AHEAD == 104
+    assert logged[:4] == [False, True, False, True]  # the first call accepted it: it logged
+    assert [str(w.message) for w in caught].count(str(caught[0].message)) == 1
 
 
 @pytest.mark.parametrize(("maker", "call"), [(log_spaced, "log_spaced()"),
