@@ -707,6 +707,75 @@ def test_a_difference_its_two_100_digit_values_keep_to_19_digits_only_is_taken_f
     assert verdict.verdict == "holds"
 
 
+def _cut_at_30_digits(difference, point):
+    """``|held - finest| / |finest|``: the relative distance between ``difference``'s 100-digit
+    values with SymPy's working precision held to 100 digits and raised to 5000."""
+    value = difference.xreplace(point)
+    held, finest = value.evalf(100, maxn=100), value.evalf(100, maxn=5000)
+    return abs(held - finest) / abs(finest)
+
+
+def test_a_true_difference_its_held_value_keeps_to_30_digits_is_a_witness():
+    # sin^2 + cos^2 + 1e-177 against 1 is 1e-177 (sin^2 + cos^2 = 1, by hand), under a
+    # cancellation of 177 digits; held to 100 digits its value keeps 30 digits, not 31: enough
+    pythagoras = sp.sin(x) ** 2 + sp.cos(x) ** 2
+    tiny = sp.Rational(1, 10**177)
+    assert 1e-31 < _cut_at_30_digits(pythagoras - 1 + tiny, {x: sp.Rational(3, 7)}) <= 1e-30
+    verdict = symbolic_equality(pythagoras + tiny, sp.Integer(1), [x],
+                                sampler=_at(sp.Rational(3, 7)), points=1)  # fmt: skip
+    assert verdict == Verdict("fails", f"printed minus true is 1.0000000e-177 at x = 3/7 "
+                                       f"{CONFIRMED}")  # fmt: skip
+
+
+def test_a_value_its_held_value_keeps_to_29_digits_only_is_passed_over_for_the_next_point():
+    # 1e-178 under a cancellation of 178 digits: held to 100 digits its value is off in the
+    # 30th digit (a witness needs 30), so the witness is the next point, x = 1/2, where the
+    # difference is 1e-178 + 1/2 - 3/7 = 0.071428571... (by hand)
+    pythagoras = sp.sin(x) ** 2 + sp.cos(x) ** 2
+    tiny = sp.Rational(1, 10**178)
+    assert 1e-30 < _cut_at_30_digits(pythagoras - 1 + tiny, {x: sp.Rational(3, 7)}) < 2e-30
+    verdict = symbolic_equality(pythagoras + tiny + x - sp.Rational(3, 7), sp.Integer(1), [x],
+                                sampler=_at(sp.Rational(3, 7), sp.Rational(1, 2)), points=2)
+    assert verdict == Verdict("fails", f"printed minus true is 0.071428571 at x = 1/2 "
+                                       f"{CONFIRMED}")  # fmt: skip
+
+
+class _Fading(sp.Function):
+    """sqrt(2), except evaluated at more than ``_Fading.bits`` bits (50 digits take 173, 100
+    take 340), where it is ``_Fading.beyond``: a function whose evaluation gives out at a
+    higher precision."""
+
+    bits, beyond = 300, sp.nan
+
+    def _eval_evalf(self, prec):
+        return sp.sqrt(sp.Float(2, prec)) if prec <= self.bits else self.beyond
+
+
+class _Steady(sp.Function):
+    """sqrt(2) at every precision (``_Fading`` where that does not give out)."""
+
+    def _eval_evalf(self, prec):
+        return sp.sqrt(sp.Float(2, prec))
+
+
+@pytest.mark.parametrize(("bits", "beyond", "fading"), [
+    (300, sp.nan, lambda: _Fading(x)),  # no 100-digit value
+    # _Fading - _Steady cancels: SymPy raises its working precision past 800 bits only where
+    # it is held no longer, so the value held to 100 digits is there and the finer one is nan
+    (800, sp.nan, lambda: _Fading(x) - _Steady(x)),
+    (300, sp.Integer(0), lambda: _Fading(x) / 10**60),  # 1.4e-60 at 50 digits, 0 at 100
+], ids=["nan at 100 digits", "nan at a higher working precision", "0 at 100 digits"])  # fmt: skip
+def test_a_difference_without_a_non_zero_100_digit_value_is_no_witness(
+        monkeypatch, bits, beyond, fading):  # fmt: skip
+    # nothing confirms such a value: it neither fails the claim nor ends the check (comparing
+    # nan with the other 100-digit value raises TypeError; two values of 0 agree, yet are 0)
+    monkeypatch.setattr(_Fading, "bits", bits)
+    monkeypatch.setattr(_Fading, "beyond", beyond)
+    verdict = symbolic_equality(fading(), sp.Integer(0), [x], sampler=_at(sp.Rational(3, 7)),
+                                points=1)  # fmt: skip
+    assert verdict.verdict != "fails", verdict.detail
+
+
 class _Huge(sp.Function):
     """Its argument, except that evaluating it above 50 raises what mpmath raises on a number
     too large for it (``MemoryError``; ``OverflowError`` as ``_Huge.raised`` says)."""
