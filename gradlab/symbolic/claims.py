@@ -806,8 +806,10 @@ differ is evaluated the last time (every residue of an identity is)."""
 
 
 def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None:
-    """The witness a 50-digit ``value`` of ``expression`` at ``point`` stands for, or ``None``
-    when it is the residue of a cancellation.
+    """The witness a 50-digit ``value`` of ``expression`` at ``point`` stands for, ``None``
+    when it is the residue of a cancellation, or ``nan`` when a finer evaluation gives no
+    number (the point is then undefined, as one whose 50-digit value is ``nan``: no evidence
+    either way).
 
     An exact (rational) or infinite value decides by itself. Otherwise the expression is
     evaluated again to 100 digits, SymPy's working precision held to 100 digits (as for
@@ -834,12 +836,14 @@ def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None
         return bool(sp.Abs(first - second) <= sp.Abs(second) * sp.Rational(1, 10**30))
 
     rough = _difference_at(expression, point, 100, working=100)
-    if rough.has(sp.nan) or not rough.is_number:  # no 100-digit value: nothing confirms it
-        return None
+    if rough.has(sp.nan) or not rough.is_number:  # no 100-digit value: nothing confirms it,
+        return sp.nan  # nor shows it a residue: undefined there, as a nan at 50 digits is
     caps = (CONFIRMING_DIGITS,) if agree(value, rough) else (REFINING_DIGITS, CONFIRMING_DIGITS)
     for cap in caps:
         fine = _difference_at(expression, point, 100, working=cap)
-        if fine.has(sp.nan) or not fine.is_number or fine == 0 or not agree(rough, fine):
+        if fine.has(sp.nan) or not fine.is_number:
+            return sp.nan
+        if fine == 0 or not agree(rough, fine):
             return None
     return fine
 
@@ -937,6 +941,10 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
                 undefined.append((shown, f"{value} (not a number)"))
                 continue
             found = _witness(value, concrete, point)
+            if found is sp.nan:  # a number at 50 digits, none when evaluated more finely
+                undefined.append((shown, f"{_value_text(value)} at 50 digits and not a number "
+                                         "at 100 digits"))  # fmt: skip
+                continue
         except _UnevaluableError as error:  # no evidence either, as nan is: no value to go on
             undefined.append((shown, str(error)))
             too_large += 1

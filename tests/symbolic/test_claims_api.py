@@ -774,6 +774,9 @@ def test_a_difference_without_a_non_zero_100_digit_value_is_no_witness(
     verdict = symbolic_equality(fading(), sp.Integer(0), [x], sampler=_at(sp.Rational(3, 7)),
                                 points=1)  # fmt: skip
     assert verdict.verdict != "fails", verdict.detail
+    if beyond is sp.nan:  # no number to go on at that point: undecided, not "vanishes"
+        assert verdict.verdict == "inconclusive", verdict.detail
+        assert "at 50 digits and not a number at 100 digits" in verdict.detail
 
 
 class _Huge(sp.Function):
