@@ -358,11 +358,13 @@ def test_a_resumption_from_a_checkpoint_before_the_logs_end_is_said_at_trainer_t
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cell(checkpoint=True, resume=True)
-    said = [w for w in caught if "resumes at step 3, at or before its last record" in str(w.message)]
+    said = [w for w in caught
+            if "resumes at step 3, at or before its last record" in str(w.message)]
     assert [w.filename for w in said] == [__file__]
     source = inspect.getsourcelines(cell)
     assert said[0].lineno == source[1] + next(
         i for i, line in enumerate(source[0]) if "trainer.train(" in line)
+
 
 @pytest.mark.slow
 def test_overwrite_on_a_trainer_resumed_from_a_checkpoint_warns_before_anything_is_removed(
