@@ -1635,3 +1635,35 @@ def test_an_overlay_names_its_run_at_the_default_tau_by_its_label_at_the_call(tm
         "NT-Xent was logged by a loss without a sigmoid tau: its lines of operating_region "
         "measure SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and do "
         "not compare with the other runs'", __file__)]
+
+
+def test_read_jsonl_as_trained_reads_what_gradlab_plot_draws(tmp_path):
+    # two readers of one rule (the library's read_jsonl, the figures' load_runs): random logs
+    # of one run resumed at random steps, some behind its end, with steps set back within a
+    # part, keep the same records in both
+    import random
+
+    from gradlab.monitor import read_jsonl
+
+    generator = random.Random(0)
+    for case in range(40):
+        segments, tag, step = [], 0, 0
+        for part in range(generator.randint(1, 4)):
+            header = {"run": 1, **({"resumed": {"from_step": step}} if part else {})}
+            if part:
+                step = max(0, step - generator.randint(-2, 5))  # behind its end, or after
+            records = []
+            for _ in range(generator.randint(1, 6)):
+                if generator.random() < 0.15:
+                    step = max(0, step - generator.randint(0, 3))  # set back within the part
+                tag += 1
+                records.append({"step": step, "loss": float(tag)})
+                step += 1
+            segments.append((header, records))
+        run = _log(tmp_path / f"log{case}", *segments)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ((_, drawn),) = load_runs([run])
+        _, trained = read_jsonl(run, as_trained=True)
+        assert [(r["step"], r["loss"]) for r in drawn] == [
+            (r["step"], r["loss"]) for r in trained], case
