@@ -125,8 +125,9 @@ def _whose_copy() -> str:
     rank = torch.distributed.get_rank()
     if rank == 0:
         return " on rank 0, which writes the log: it is logged no more"
-    return (f" on rank {rank} alone: rank 0, which writes the log, logs it on while its own "
-            "copy works")
+    # this rank cannot know rank 0's copy: it says what rank 0 does, not that it works
+    return (f" on rank {rank}: rank 0, which writes the log, logs it on unless its own copy "
+            "is disabled too (rank 0 warns of that)")
 
 
 def _due_or_not(quantity: Quantity, step: int) -> bool:

@@ -227,8 +227,8 @@ def test_a_quantity_disabled_on_one_rank_is_still_logged_by_rank_0(tmp_path):
     # disabled" alone, above a log that holds the quantity at every step
     assert [w.split("\n")[0] for w in ranks[1]["warnings"]] == [
         "gradlab.Monitor: step 1: quantity 'rows_seen' raised in compute() and is disabled on "
-        "rank 1 alone: rank 0, which writes the log, logs it on while its own copy works "
-        "(strict=True raises instead):"]
+        "rank 1: rank 0, which writes the log, logs it on unless its own copy is disabled too "
+        "(rank 0 warns of that) (strict=True raises instead):"]
 
 
 @pytest.mark.slow
