@@ -1,5 +1,7 @@
 """The sinks' reading of cut files: the warning's line list, and CSV rows cut short by a killed
-writer (removed on reopening, however far the last line end lies from the end of the file)."""
+writer (removed on reopening, however far the last line end lies from the end of the file); the
+CSV file's rows around the Monitor's note of disabled quantities and in a resumption; the
+records of a log of several runs as trained."""
 
 from __future__ import annotations
 
@@ -90,3 +92,64 @@ def test_the_dropped_counts_never_become_csv_columns(tmp_path):
     sink.close()
     with open(tmp_path / "metrics.csv", newline="") as handle:
         assert list(csv.reader(handle)) == [["step", "loss"], ["0", "0.5"], ["1", "0.25"]]
+
+
+NOTE = {"spread": "step 1: raised in compute(): ValueError: x"}
+
+
+def _csv_rows(folder, *records):
+    folder.mkdir(exist_ok=True)
+    sink = CSVSink()
+    sink.open(folder, {"header": True})
+    for record in records:
+        sink.write(record)
+    sink.close()
+    with open(folder / "metrics.csv", newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_a_record_of_the_note_alone_gets_no_csv_row(tmp_path):
+    # a row holding only its step reads as a step the sink missed after a fault
+    rows = _csv_rows(tmp_path, {"step": 0, "loss": 0.5}, {"step": 1, "disabled": NOTE})
+    assert rows == [["step", "loss"], ["0", "0.5"]]
+    assert _csv_rows(tmp_path / "alone", {"step": 1, "disabled": NOTE}) == []
+
+
+def test_a_record_with_the_note_and_values_gets_its_row_without_the_note(tmp_path):
+    rows = _csv_rows(tmp_path, {"step": 0, "loss": 0.5, "disabled": NOTE},
+                     {"step": 1, "loss": 0.25})  # fmt: skip
+    assert rows == [["step", "loss"], ["0", "0.5"], ["1", "0.25"]]
+    later = _csv_rows(tmp_path / "later", {"step": 0, "loss": 0.5},
+                      {"step": 1, "loss": 0.25, "disabled": NOTE})  # fmt: skip
+    assert later == [["step", "loss"], ["0", "0.5"], ["1", "0.25"]]
+
+
+def test_the_steps_missed_before_a_record_of_the_note_alone_get_their_rows(tmp_path):
+    # the sink missed steps 1 and 2 after a fault; step 3's record holds only the note
+    missed = {"step": 3, "disabled": NOTE, "dropped_records": 2, "dropped_steps": [1, 2]}
+    rows = _csv_rows(tmp_path, {"step": 0, "loss": 0.5}, missed)
+    assert rows == [["step", "loss"], ["0", "0.5"], ["1", ""], ["2", ""]]
+
+
+def test_a_csv_file_new_in_a_resumption_gets_the_steps_before_it_not_that_step(tmp_path):
+    # the run logged steps 0 to 4 without the CSV sink, then went back to its checkpoint at
+    # step 3 with it: steps 0, 1, 2 are copied from metrics.jsonl, step 3 is logged again
+    lines = ['{"header": {}}'] + [f'{{"step": {step}, "loss": {step}.5}}' for step in range(5)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    sink = CSVSink()
+    with pytest.warns(UserWarning, match=r"3 records \(steps 0 to 2\) before step 3"):
+        sink.open(tmp_path, {"resumed": {"from_step": 3}})
+    sink.write({"step": 3, "loss": 9.0})
+    sink.close()
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        assert list(csv.reader(handle)) == [["step", "loss"], ["0", "0.5"], ["1", "1.5"],
+                                            ["2", "2.5"], ["3", "9.0"]]  # fmt: skip
+
+
+def test_records_as_trained_keep_every_run_of_a_log_of_three(tmp_path):
+    # three runs one after the other (no header marks a resumption): each keeps its records
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"header": {}}\n{"step": 0, "run": 1}\n{"header": {}}\n'
+                    '{"step": 0, "run": 2}\n{"header": {}}\n{"step": 0, "run": 3}\n')  # fmt: skip
+    _, records = read_jsonl(path, as_trained=True)
+    assert [record["run"] for record in records] == [1, 2, 3]
