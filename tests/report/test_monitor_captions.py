@@ -179,3 +179,30 @@ def test_the_loss_caption_says_what_the_run_s_loss_is():
     caption = monitor_figure_caption("loss", _run([0.4, 0.1]))
     assert "SmoothAP's, 1 - the batch's mean smooth AP." in caption
     assert caption.endswith(" Loss 0.4 at step 0, 0.1 at step 2.")
+
+
+def test_a_reading_that_ends_with_its_own_full_stop_keeps_one():
+    said = {"row_spread": dataclasses.replace(ROW_SPREAD, reading="Do the rows spread apart.")}
+    records = [{"step": 0, "row_spread_mean": 0.5}, {"step": 3, "row_spread_mean": 0.25}]
+    assert monitor_figure_caption("row_spread", records, plots=said) == (
+        "The Monitor's log of this run: Spread of each row. Do the rows spread apart. Mean "
+        "spread 0.5 at step 0, 0.25 at step 3.")
+
+
+def test_a_series_logged_at_one_step_is_named_by_its_family_s_legend_label():
+    records = [{"step": 0, "row_spread_mean": 0.5}, {"step": 3}]
+    assert monitor_figure_caption("row_spread", records, plots={"row_spread": ROW_SPREAD}) == (
+        "The Monitor's log of this run: Spread of each row. How far apart each query's scores "
+        "lie: near 0, no candidate stands out. Mean spread 0.5 at step 0.")
+
+
+def test_the_low_loss_sentence_names_each_series_by_its_label_apart():
+    # a count family declared with labels of its own, two of its series logged in the stretch
+    region = Plot("operating_region", "Share in the region", "share",
+                  (("p_seed", "share of all pairs"), ("p_off_diagonal", "share off the diagonal")))
+    records = _run([0.3, 0.0, 0.0], p_seed=[0.7, 0.2, 0.25], p_off_diagonal=[0.69, 0.19, 0.24])
+    caption = monitor_figure_caption("operating_region", records,
+                                     plots={"operating_region": region})  # fmt: skip
+    assert caption.endswith(
+        "so this figure counts pairs the loss has already ordered: it reads share of all pairs "
+        "0.2 to 0.25; share off the diagonal 0.19 to 0.24.")
