@@ -407,3 +407,19 @@ def test_every_sink_is_told_at_close_whether_training_failed(tmp_path, how, fail
     folder.close() if how == "plain" else folder.close(failed=True)
     assert [sink.ended_failed for sink in sinks] == [failed, failed]
     assert Sink.failed is False  # told on the instance, the class default untouched
+
+
+class _Logs(FlakySink):
+    patterns = ("*.log",)  # a glob: it lists a link to nowhere, which has no size
+
+
+def test_a_link_to_nowhere_among_a_sink_s_files_does_not_stop_a_resumption(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"header": {}}\n{"step": 0}\n{"step": 1}\n')
+    (run / "latest.log").symlink_to(run / "rotated.log")
+    folder = RunFolder(run, [JSONLSink(), _Logs()], resume=True, overwrite=False)
+    assert folder.start_step == 2  # after the last logged step, 1
+    folder.claim()
+    assert folder.claimed
+    folder.release()
