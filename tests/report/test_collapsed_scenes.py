@@ -92,13 +92,14 @@ def test_the_runs_listed_apart_are_worded_in_full():
     assert scenes_apart_text(summary) == (
         "Listed apart, not ranked, as they did not train both ways here (mean R@1 not at "
         "least 2 x "
-        "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): A with "
-        "L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image); A with L4 (R@1 0.0020 "
-        "image -> caption, 0.0010 caption -> image, its captions also collapsed (uniformity "
-        "-0.030, above the collapse threshold -0.057)). Listed apart, not ranked, "
-        f"as their embeddings collapsed ({threshold}): A with L1 (R@1 0.5000 image -> caption, "
-        "0.2500 caption -> image, training loss fell from 2.000 to 1.500, uniformity images "
-        "-0.010, captions -0.020); B with L3 (R@1 0.1250 image -> caption, 0.0625 caption -> "
+        "chance R@1 both ways; chance 0.0020 image -> caption, 0.0040 caption -> image): the A "
+        "encoder with L2 (R@1 0.0010 image -> caption, 0.0030 caption -> image); the A encoder "
+        "with L4 (R@1 0.0020 image -> caption, 0.0010 caption -> image, its captions also "
+        "collapsed (uniformity -0.030, above the collapse threshold -0.057)). Listed apart, not "
+        f"ranked, as their embeddings collapsed ({threshold}): the A encoder with L1 (R@1 "
+        "0.5000 image -> caption, 0.2500 caption -> image, training loss fell from 2.000 to "
+        "1.500, uniformity images -0.010, captions -0.020); the B encoder with L3 (R@1 0.1250 "
+        "image -> caption, 0.0625 caption -> "
         "image, uniformity captions -0.005).")
 
 
