@@ -92,9 +92,10 @@ DISABLED_KEY = "disabled"
 """The note of the first record written after the Monitor disabled quantities during the run
 (one raised, or returned what it cannot log; a loss's call showed it cannot serve one):
 ``{name: why}``, each quantity once (a record of the note alone when no other comes, at the
-latest at ``close()``). ``metrics.jsonl`` keeps it; the CSV, TensorBoard, W&B and MLflow sinks,
-which hold numbers, leave it out (:attr:`Sink.keeps_notes`), and where no sink of a run keeps
-it the Monitor's warning says so."""
+latest at ``close()``; a watched call after the last ``monitor.step()`` that disabled one is
+said by its warning alone: its step never closed). ``metrics.jsonl`` keeps it; the CSV,
+TensorBoard, W&B and MLflow sinks, which hold numbers, leave it out (:attr:`Sink.keeps_notes`),
+and where no sink of a run keeps it the Monitor's warning says so."""
 
 
 def require_extra(module: str, extra: str, sink: str) -> None:
