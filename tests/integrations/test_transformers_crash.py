@@ -475,3 +475,31 @@ def test_a_folder_another_process_locked_is_refused_with_the_lock_s_words_alone(
     assert f"(process {other.pid} on " in str(by_monitor.value)
     assert str(by_callback.value) == str(by_monitor.value)
     first.on_train_end(args, None, None)
+
+
+@pytest.mark.slow
+def test_a_failing_sinks_warning_is_said_at_trainer_train(tmp_path):
+    # The run folder's fault warning skipped gradlab and torch frames alone: under the Trainer
+    # it named a line inside transformers, which calls the callback's step().
+    pytest.importorskip("accelerate")
+    import errno
+
+    from gradlab.monitor import Sink
+
+    class Remote(Sink):  # not a file: its write fails at the second step's record
+        def write(self, record: dict) -> None:
+            if record["step"] == 2:
+                raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+
+    def cell():
+        _, trainer = _checkpointing(tmp_path / "out", 3, sinks=["jsonl", Remote()], every=1)
+        trainer.train()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cell()
+    said = [w for w in caught if "Connection reset by peer" in str(w.message)]
+    assert said and [w.filename for w in said] == [__file__] * len(said)
+    source = inspect.getsourcelines(cell)
+    assert said[0].lineno == source[1] + next(
+        i for i, line in enumerate(source[0]) if "trainer.train(" in line)
