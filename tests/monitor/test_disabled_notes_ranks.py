@@ -10,34 +10,17 @@ holding the same batch) were printed by every rank, each with the same words.
 """
 
 import json
-import time
 
 import pytest
-import torch
-import torch.multiprocessing as mp
 
 from gradlab.monitor import read_jsonl
 from tests.helpers.disabled_notes_ranks import DISABLED_AT, notes_worker, same_batch_worker
-
-TIME_BOX_S = 60
+from tests.helpers.processes import run_two_ranks
 
 
 def _spawn(tmp_path, worker, *args):
-    """Two ranks of ``worker``, failing the test if a rank still runs after the time box;
-    returns each rank's warnings."""
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    context = mp.start_processes(worker, args=(2, str(tmp_path / "init"), str(tmp_path), *args),
-                                 nprocs=2, join=False, start_method="spawn")  # fmt: skip
-    deadline = time.monotonic() + TIME_BOX_S
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"a rank still runs after {TIME_BOX_S} s (hung)")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    """Two ranks of ``worker`` (:func:`run_two_ranks`); returns each rank's warnings."""
+    run_two_ranks(worker, (str(tmp_path / "init"), str(tmp_path), *args))
     return [json.loads((tmp_path / f"warnings_{rank}.json").read_text()) for rank in range(2)]
 
 

@@ -11,7 +11,6 @@ import time
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.batch import BatchView
@@ -25,25 +24,12 @@ from tests.helpers.distributed_faults import (
     restart_worker,
     schedule_worker,
 )
-
-TIME_BOX_S = 60
+from tests.helpers.processes import run_two_ranks
 
 
 def _spawn(worker, args, what):
     """Two ranks of ``worker``, failing the test if a rank still runs after the time box."""
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    context = mp.start_processes(worker, args=(2, *args), nprocs=2, join=False,
-                                 start_method="spawn")  # fmt: skip
-    deadline = time.monotonic() + TIME_BOX_S
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"{what}: a rank still runs after {TIME_BOX_S} s (hung)")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    run_two_ranks(worker, args, what)
 
 
 def _run(tmp_path, fault):

@@ -835,18 +835,26 @@ def test_an_event_file_too_short_to_hold_a_header_is_no_run(tmp_path):
     assert stub.read_bytes() == b"\x00" * 11
 
 
-def test_a_resumption_at_a_step_the_run_logged_says_so_at_its_first_record(tmp_path):
-    # A trainer resumed from an older checkpoint: the log ends at step 9, the loop goes on from
-    # step 4. The earlier records of steps 4-9 stay in the file; only gradlab plot used to say.
+def _going_back_warnings(tmp_path, logged: int, resumed_at: int | None) -> list:
+    """The "resumes at step" warnings of a run of ``logged`` steps resumed (at its own step
+    count when ``resumed_at`` is None) for 2 more steps."""
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
-        train(monitor, steps=10)
+        train(monitor, steps=logged)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
-            monitor.step_count = 4
+            assert monitor.step_count == logged
+            if resumed_at is not None:
+                monitor.step_count = resumed_at
             train(monitor, steps=2)
-    said = [str(w.message) for w in caught if "resumes at step" in str(w.message)]
-    assert said == [
+    return [w for w in caught if "resumes at step" in str(w.message)]
+
+
+def test_a_resumption_at_a_step_the_run_logged_says_so_at_its_first_record(tmp_path):
+    # A trainer resumed from an older checkpoint: the log ends at step 9, the loop goes on from
+    # step 4. The earlier records of steps 4-9 stay in the file; only gradlab plot used to say.
+    caught = _going_back_warnings(tmp_path, logged=10, resumed_at=4)
+    assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: the run in {str(tmp_path)!r} resumes at step 4, at or before its "
         "last record (step 9): training went back to an earlier checkpoint. The records it "
         "logged from step 4 on stay in its files, ahead of this part's header, so a step this "
@@ -854,16 +862,9 @@ def test_a_resumption_at_a_step_the_run_logged_says_so_at_its_first_record(tmp_p
         "place, as read_jsonl(path, as_trained=True) reads them"
     ]
     # said at the line outside gradlab that made the record (the loop's, here the helper's)
-    (where,) = [w.filename for w in caught if "resumes at step" in str(w.message)]
+    (where,) = [w.filename for w in caught]
     assert where.endswith(os.path.join("helpers", "training.py"))
 
 
 def test_a_resumption_after_the_runs_last_step_says_nothing_of_going_back(tmp_path):
-    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
-        train(monitor, steps=3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
-            assert monitor.step_count == 3
-            train(monitor, steps=2)
-    assert not [w for w in caught if "resumes at step" in str(w.message)]
+    assert _going_back_warnings(tmp_path, logged=3, resumed_at=None) == []

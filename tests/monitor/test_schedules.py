@@ -200,20 +200,27 @@ def test_a_schedule_that_returns_none_is_refused_at_the_first_watched_call(tmp_p
     assert logged == [False, True, False, True]
 
 
+def _first_call_refusal(log_dir, schedule) -> str:
+    """The refusal a Monitor on ``every=schedule`` raises at its first watched call."""
+    import torch
+
+    import gradlab
+
+    with pytest.raises(GradlabError) as raised:
+        with gradlab.Monitor(log_dir, every=schedule, preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+    return str(raised.value)
+
+
 @pytest.mark.parametrize("returned", [3, "yes", "no", 0.5, -1])
 def test_a_schedule_returning_neither_a_bool_nor_0_or_1_is_refused(tmp_path, returned):
     # step % 10 logged every step but the tenths, "no" every step: read as bool, silently
-    import torch
-
     import gradlab
 
     def schedule(step):
         return returned
 
-    with pytest.raises(GradlabError) as raised:
-        with gradlab.Monitor(tmp_path / "bad", every=schedule, preset="cheap") as monitor:
-            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
-    assert str(raised.value) == (
+    assert _first_call_refusal(tmp_path / "bad", schedule) == (
         f"the schedule of the 'loss' quantity, {schedule!r}, returned {returned!r} for step 0; "
         "a schedule returns True (log the step) or False, or 1 or 0 (a comparison: "
         "step % 10 == 0, not step % 10)")
@@ -235,10 +242,7 @@ def test_step_mod_10_is_refused_at_the_first_watched_call_not_at_step_2(tmp_path
     def schedule(step):
         return step % 10
 
-    with pytest.raises(GradlabError) as raised:
-        with gradlab.Monitor(tmp_path / "run", every=schedule, preset="cheap") as monitor:
-            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
-    assert str(raised.value) == (
+    assert _first_call_refusal(tmp_path / "run", schedule) == (
         f"the schedule of the 'loss' quantity, {schedule!r}, returned 2 for step 2; a schedule "
         "returns True (log the step) or False, or 1 or 0 (a comparison: step % 10 == 0, not "
         f"step % 10) (asked before the run's first step, as every schedule is for the "
