@@ -569,7 +569,9 @@ def summarize(results: dict) -> dict:
     chance (:func:`chance_recall_at_1`) in both directions and its embeddings did not collapse
     (:func:`collapse_uniformity`); the others are listed ``apart[encoder][loss]`` with their
     measured numbers (mean R@1 each way, and the training loss at the first step and over the
-    last 10 steps, means over seeds), ``below_chance`` (True: it never trained) and, where a
+    last 10 steps, means over seeds), ``below_chance`` (True: it never trained),
+    ``below_gate`` (the directions, of :data:`DIRECTIONS`, whose mean R@1 is below the gate: one
+    direction may have trained) and, where a
     modality collapsed (whether or not the run is below chance), ``collapsed``: that
     modality's mean uniformity at the last logged step. They are never ranked. Among the
     compared: ``best_recall_at_1[direction]``, the pair with the highest mean R@1 that way
@@ -594,9 +596,10 @@ def summarize(results: dict) -> dict:
     for encoder, runs in results["runs"].items():
         apart[encoder] = {}
         for loss, run in runs.items():  # below chance, or collapsed, or both
-            below, collapsed = not _above_chance(run, chance), _collapsed(run)
+            below, collapsed = _below_gate(run, chance), _collapsed(run)
             if below or collapsed:
-                apart[encoder][loss] = {**_apart_numbers(run), "below_chance": below,
+                apart[encoder][loss] = {**_apart_numbers(run), "below_chance": bool(below),
+                                        "below_gate": below,
                                         **({"collapsed": collapsed} if collapsed else {})}
         compared[encoder] = {loss: run for loss, run in runs.items() if loss not in apart[encoder]}
     best_recall = {}
@@ -635,10 +638,10 @@ def _collapsed(run: dict) -> dict[str, float]:
     return found
 
 
-def _above_chance(run: dict, chance: dict[str, float]) -> bool:
-    """Mean R@1 at least :data:`CHANCE_FACTOR` times chance in both directions."""
-    return all(mean_std(run["recall"][f"{d}_R@1"])[0] >= CHANCE_FACTOR * chance[d]
-               for d in DIRECTIONS)  # fmt: skip
+def _below_gate(run: dict, chance: dict[str, float]) -> list[str]:
+    """The directions whose mean R@1 is below :data:`CHANCE_FACTOR` times chance."""
+    return [d for d in DIRECTIONS
+            if not mean_std(run["recall"][f"{d}_R@1"])[0] >= CHANCE_FACTOR * chance[d]]
 
 
 def _apart_numbers(run: dict) -> dict:

@@ -356,7 +356,8 @@ def scenes_apart_text(summary: dict) -> str:
     Example:
         >>> summary = {"chance": {"i2t": 0.002, "t2i": 0.002}, "chance_factor": 2.0,
         ...            "apart": {"VSE++": {"NT-Xent": {"i2t_R@1": 0.012, "t2i_R@1": 0.001,
-        ...                                            "below_chance": True}}}}
+        ...                                            "below_chance": True,
+        ...                                            "below_gate": ["t2i"]}}}}
         >>> scenes_apart_text(summary)
         'Listed apart, not ranked, as they did not train both ways here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): the VSE++ encoder with NT-Xent (R@1 0.0120 image -> caption, 0.0010 caption -> image, below the gate caption -> image only).'
     """  # noqa: E501
@@ -365,10 +366,9 @@ def scenes_apart_text(summary: dict) -> str:
         for loss, numbers in losses.items():
             words = [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
                      "caption -> image", *loss_change_words(numbers)]  # fmt: skip
-            if numbers["below_chance"]:  # which way: one direction may have trained
-                below = _below_gate(numbers, summary)
-                if len(below) == 1:
-                    words.insert(1, f"below the gate {below[0]} only")
+            # which way: one direction may have trained
+            if numbers["below_chance"] and len(numbers["below_gate"]) == 1:
+                words.insert(1, f"below the gate {DIRECTION_WORDS[numbers['below_gate'][0]]} only")
             if numbers.get("collapsed"):
                 values = numbers["collapsed"]
                 uniformity = ", ".join(f"{modality} {value:.3f}"
@@ -397,12 +397,6 @@ def scenes_apart_text(summary: dict) -> str:
 
 DIRECTION_WORDS = {"i2t": "image -> caption", "t2i": "caption -> image"}
 """The retrieval directions of the scenes comparison, in the report's words."""
-
-
-def _below_gate(numbers: dict, summary: dict) -> list[str]:
-    """The directions whose mean R@1 is below the chance gate (``chance_factor`` x chance)."""
-    return [words for key, words in DIRECTION_WORDS.items()
-            if numbers[f"{key}_R@1"] < summary["chance_factor"] * summary["chance"][key]]
 
 
 def collapse_words(summary: dict) -> str:

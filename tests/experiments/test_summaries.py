@@ -1,5 +1,7 @@
 """The studies' verdicts, computed once by each study's summarize(), on hand-made results."""
 
+import math
+
 import pytest
 
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
@@ -129,6 +131,10 @@ def test_scene_runs_below_twice_chance_are_listed_apart_with_their_numbers_not_r
     assert stuck["initial_loss"] == pytest.approx(0.8)  # first steps 0.9 and 0.7
     assert stuck["final_loss"] == pytest.approx((0.4 + 0.41) / 2)  # last 10: 0.4 and 0.41
     assert "initial_loss" not in summary["apart"]["VSE++"]["one_way"]  # no history recorded
+    # the directions below 0.02: both for "stuck", caption -> image alone for "one_way"
+    assert stuck["below_gate"] == ["i2t", "t2i"]
+    assert summary["apart"]["VSE++"]["one_way"]["below_gate"] == ["t2i"]
+    assert summary["apart"]["VSRN"]["stuck"]["below_gate"] == ["i2t", "t2i"]
     # The ranking reads only the compared runs: "one_way" has the best i2t R@1 and "stuck" the
     # best rsum, yet neither is named.
     assert summary["best_recall_at_1"]["i2t"] == {
@@ -142,6 +148,21 @@ def test_scene_runs_below_twice_chance_are_listed_apart_with_their_numbers_not_r
     assert summary["chance"] == pytest.approx({"i2t": 1 / 1000, "t2i": 1 / 1000})
     assert summary["apart"] == {"VSE++": {}, "VSRN": {}}
     assert summary["best_rsum"]["VSE++"]["loss"] == "stuck"
+
+
+def test_a_scene_run_whose_recall_is_nan_one_way_is_below_the_gate_that_way_only():
+    # 100 test scenes: gate 0.02 both ways. A NaN mean R@1 (every seed NaN) is not at least the
+    # gate, so the run is listed apart, and the text names the one direction (image -> caption)
+    # below it, as the summary decided.
+    from gradlab.report.prose import scenes_apart_text
+
+    results = {"settings": {"test_scenes": 100, "captions_per_image": 5}, "runs": {
+        "VSE++": {"broken": _scene_run([math.nan, math.nan], [0.30, 0.32], [200, 201]),
+                  "trains": _scene_run([0.30, 0.31], [0.30, 0.32], [200, 201])}}}
+    summary = digit_scenes.summarize(results)
+    broken = summary["apart"]["VSE++"]["broken"]
+    assert broken["below_chance"] is True and broken["below_gate"] == ["i2t"]
+    assert "below the gate image -> caption only" in scenes_apart_text(summary)
 
 
 def test_scenes_text_ranks_only_the_compared_runs_and_quotes_the_apart_ones():

@@ -77,11 +77,15 @@ def test_the_runs_listed_apart_are_worded_in_full():
         "collapse": {"uniformity": -0.0567, "cosine": 0.8, "share": 0.75},
         "apart": {
             "A": {"L1": {"i2t_R@1": 0.5, "t2i_R@1": 0.25, "initial_loss": 2.0, "final_loss": 1.5,
-                         "below_chance": False, "collapsed": {"images": -0.01, "captions": -0.02}},
-                  "L2": {"i2t_R@1": 0.001, "t2i_R@1": 0.003, "below_chance": True},
+                         "below_chance": False, "below_gate": [],
+                         "collapsed": {"images": -0.01, "captions": -0.02}},
+                  "L2": {"i2t_R@1": 0.001, "t2i_R@1": 0.003, "below_chance": True,
+                         "below_gate": ["i2t", "t2i"]},
                   "L4": {"i2t_R@1": 0.002, "t2i_R@1": 0.001, "below_chance": True,
+                         "below_gate": ["i2t", "t2i"],
                          "collapsed": {"captions": -0.03}}},
             "B": {"L3": {"i2t_R@1": 0.125, "t2i_R@1": 0.0625, "below_chance": False,
+                         "below_gate": [],
                          "collapsed": {"captions": -0.005}}},
         },
     }  # fmt: skip

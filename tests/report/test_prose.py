@@ -390,9 +390,10 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
             "A": {},
             "B": {
                 "gone": {"i2t_R@1": 0.0005, "t2i_R@1": 0.0, "initial_loss": 2.0, "final_loss": 1.5,
-                         "below_chance": True}
+                         "below_chance": True, "below_gate": ["i2t", "t2i"]}
             },
-            "C": {"x": {"i2t_R@1": 0.75, "t2i_R@1": 0.001, "below_chance": True}},
+            "C": {"x": {"i2t_R@1": 0.75, "t2i_R@1": 0.001, "below_chance": True,
+                        "below_gate": ["t2i"]}},
             "D": {},
         },
     }
