@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -276,3 +277,41 @@ def test_names_and_paths_longer_than_the_file_system_takes_are_refused(tmp_path,
     # under a folder that does not exist yet: the system answered "no such folder" first
     with pytest.raises(GradlabError, match="got a name of 300 bytes"):
         check(tmp_path / "new" / ("a" * 300) / "x", argument="log_dir")
+
+
+@pytest.mark.parametrize("check", [check_output_file, check_output_folder])
+def test_a_path_too_long_in_whole_is_named_so_when_its_names_are_at_the_limit(tmp_path, check):
+    # every name exactly 255 bytes (each taken), the whole path past 4096 bytes
+    deep = tmp_path.joinpath(*["n" * 255] * 17)
+    with pytest.raises(GradlabError) as refused:
+        check(deep, argument="--out")
+    assert str(refused.value) == (f"--out must be a path the file system takes; got a path of "
+                                  f"{len(os.fsencode(str(deep)))} bytes, longer than it allows")
+
+
+def test_the_current_folder_is_a_folder_and_no_file(tmp_path, monkeypatch):
+    # "." has no name parts at all
+    monkeypatch.chdir(tmp_path)
+    assert check_output_folder(".", argument="--out") == Path(".")
+    with pytest.raises(GradlabError, match=re.escape("got '.', which is a folder")):
+        check_output_file(".", argument="--json")
+
+
+@pytest.mark.parametrize("check", [check_output_file, check_output_folder])
+def test_a_name_the_file_system_itself_finds_too_long_is_refused(tmp_path, monkeypatch, check):
+    # a file system with limits of its own (shorter than Linux's): the lookup's answer decides
+    import errno
+
+    short = tmp_path / ("s" * 100)
+    real_lstat = os.lstat
+
+    def lstat(path, *args, **kwargs):
+        if os.fspath(path) == os.fspath(short):
+            raise OSError(errno.ENAMETOOLONG, "File name too long", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    with pytest.raises(GradlabError) as refused:
+        check(short, argument="--out")
+    assert str(refused.value) == (f"--out must be a path the file system takes; got a path of "
+                                  f"{len(os.fsencode(str(short)))} bytes, longer than it allows")

@@ -122,8 +122,8 @@ def _per_query_from_order(
 ) -> _PerQuery:
     """:func:`gradient_anatomy`'s per-query statistics from a sort the step already made.
 
-    ``order`` ``[Q, C]``: every column of each row by descending score, ties by column index
-    (``BatchView.descending_order``). Every statistic is per row, so the rows are read in that
+    ``order`` ``[Q, C]``, C >= 1: every column of each row by descending score, ties by column
+    index (``BatchView.descending_order``). Every statistic is per row, so the rows are read in that
     order: ``dL/dS`` and the masks are gathered once, a negative's rank is then the running
     count of negatives up to its position, and the hardest ``k`` negatives are the positions
     up to the ``k``-th one (a prefix: its mass is read off a running sum). No sort of its own;
@@ -193,7 +193,7 @@ def _per_query_from_order(
     wide = buffer("anatomy mass", shape, torch.float64)
     wide.copy_(mass)  # summed in float64
     running = torch.cumsum(wide, dim=1, out=buffer("anatomy running", shape, torch.float64))
-    total = running[:, -1] if shape[1] else running.new_zeros(shape[0])
+    total = running[:, -1]  # C >= 1: anatomy_values sends [Q, 0] to gradient_anatomy
     defined = (total > 0) & ~unranked
     shares = []
     for divisor in HARD_DIVISORS:  # two fixed fractions, not a loop over queries
