@@ -556,6 +556,8 @@ def test_a_step_that_hands_the_probe_a_no_grad_tensor_is_refused_not_reported_as
          "candidate must be the Gradients that run_step or run_distributed returns; got str"),
         (lambda grads, batch: (grads, grads, None),
          "batch must be a gradlab.equivalence.PairedBatch; got NoneType"),
+        (lambda grads, batch: (grads, grads, (1, 2)),
+         "batch must be a gradlab.equivalence.PairedBatch; got tuple"),
     ],
 )  # fmt: skip
 def test_compare_refuses_what_is_not_gradients_or_a_batch(arguments, message):

@@ -347,3 +347,45 @@ def test_the_processes_whose_rows_differ_are_named(rows, ranks):
                      atol=0.5, rtol=0)  # fmt: skip
     assert result.world_size == 2
     assert (result["dL/dqueries"].rows, result["dL/dqueries"].ranks) == (rows, ranks)
+
+
+def _not_equivalent(reference_loss, candidate_loss, *, atol=1e-10, rtol=1e-10, cause=None,
+                    untouched=False) -> EquivalenceResult:
+    """dL/dscores differs, short of 8 scores; with ``untouched``, dL/dtheta differs too, the
+    candidate having left it no gradient."""
+    scores = QuantityComparison("dL/dscores", max_abs=0.25, reference_max=0.5, relative=0.5,
+                                agrees=False, scale=0.5, scaled_agrees=False, rows=[0],
+                                columns=[3], unscored=8)  # fmt: skip
+    theta = QuantityComparison("dL/dtheta", max_abs=2.0, reference_max=2.0, relative=1.0,
+                               agrees=False, scale=0.0, scaled_agrees=False,
+                               parameters=["0.weight"], no_gradient=True)  # fmt: skip
+    return EquivalenceResult(
+        reference="FullBatch()", candidate="mine", loss="", dtype="float64", world_size=1,
+        atol=atol, rtol=rtol, reference_loss=reference_loss, candidate_loss=candidate_loss,
+        quantities=[theta, scores] if untouched else [scores], cause=cause,
+    )  # fmt: skip
+
+
+def test_a_verdict_gives_every_reason_it_has_in_order():
+    verdict = str(_not_equivalent(1.0, 3.0, cause="its memory is written before the loss",
+                                  untouched=True)).split("\n")[-1]
+    assert verdict == (
+        "verdict: NOT EQUIVALENT (dL/dtheta, dL/dscores differ; the candidate left no gradient "
+        "in dL/dtheta: does it call backward?; the candidate never computed 8 of the "
+        "reference's scores: its queries were ranked against part of the candidates only "
+        "(scores within each process or chunk, none gathered); the losses differ too "
+        "(reference 1, candidate 3): the candidate computes another objective; its memory is "
+        "written before the loss)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("losses", "atol", "rtol", "differ"),
+    [((1.0, 1.5), 0.25, 0.25, False),  # apart by exactly atol + rtol x |reference|: within
+     ((1.0, 1.5 + 2**-40), 0.25, 0.25, True),
+     ((1.0, 2.0), 0.0, 0.75, True),  # 1 > 0.75 x |reference| (though < 0.75 x |candidate|)
+     ((2.0, 1.0), 0.0, 0.75, False)],  # 1 < 0.75 x |reference| = 1.5
+)  # fmt: skip
+def test_the_losses_differ_beyond_the_tolerance_of_the_reference_loss(losses, atol, rtol, differ):
+    verdict = str(_not_equivalent(*losses, atol=atol, rtol=rtol)).split("\n")[-1]
+    assert ("the losses differ too" in verdict) is differ

@@ -2,6 +2,7 @@
 candidate could agree with it); a candidate with them is reported where it holds them."""
 
 import json
+import math
 
 import pytest
 
@@ -42,6 +43,18 @@ def test_a_reference_with_non_finite_gradients_is_refused_before_the_candidate_r
     reference = run_step(Scaled(factor), model, batch)
     with pytest.raises(GradlabError, match=r"^the reference's gradient holds NaN"):
         compare(reference, run_step(FullBatch(LOSS), model, batch), batch)
+
+
+def test_a_non_finite_loss_names_every_gradient_it_reaches():
+    # a loss scaled by NaN: every recorded gradient (parameters, embeddings, scores) is NaN
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(FullBatch(lambda scores, positives: LOSS(scores, positives) * math.nan),
+                          FullBatch(LOSS), model, batch)  # fmt: skip
+    assert str(caught.value).startswith(
+        "the reference's gradient holds NaN or infinite values (dL/dtheta, dL/dqueries, "
+        "dL/dcandidates, dL/dscores), so no candidate could agree with it"
+    )
 
 
 def test_a_candidate_with_nan_gradients_says_where():
