@@ -28,6 +28,7 @@ from gradlab.symbolic import (
 )
 from gradlab.symbolic.claims import (
     CORRECTION_UNDECIDED,
+    FAILURE_WORDS,
     PRINTED_RESULTS_ONLY,
     VERDICTS,
     Claim,
@@ -184,7 +185,7 @@ def _audit_one(claim: Claim, mutants: bool) -> dict:
             "id": claim.id, "seed": claim.seed, "label": claim.label,
             "claim": {"statement": claim.statement, "formula": claim.printed.text(),
                       "latex": claim.printed.latex(), "correction": None},
-            "method": claim.method, "verdict": "inconclusive",
+            "method": claim.method, "verdict": "inconclusive", "failure": None,
             "detail": f"the check raised {type(error).__name__}: {error}\n"
             f"{traceback.format_exc(limit=2)}", "cause": claim.cause,
         }  # fmt: skip
@@ -198,6 +199,56 @@ def _audit_one(claim: Claim, mutants: bool) -> dict:
 
 def summary_counts(records: list[dict]) -> dict[str, int]:
     return {verdict: sum(r["verdict"] == verdict for r in records) for verdict in VERDICTS}
+
+
+WRONG_AS_PRINTED = VERDICTS[1:3]
+"""The verdicts of a claim wrong as printed (``holds-with-correction``, ``fails``): the records
+that have a ``failure``."""
+
+
+def failure_counts(records: Iterable[Mapping]) -> dict[str, int]:
+    """The records wrong as printed (:data:`WRONG_AS_PRINTED`) counted by their ``failure``,
+    each of :data:`~gradlab.symbolic.claims.FAILURES` in order; ``not recorded`` counts those
+    whose record has none (one written before the audit recorded it), only when there are some.
+
+    Example:
+        >>> failure_counts([{"verdict": "holds-with-correction", "failure": "undefined"},
+        ...                 {"verdict": "fails", "failure": "wrong-value"},
+        ...                 {"verdict": "holds", "failure": None}])
+        {'wrong-value': 1, 'undefined': 1, 'ill-typed': 0}
+    """
+    counts = dict.fromkeys(FAILURE_WORDS, 0)
+    for record in records:
+        if record["verdict"] in WRONG_AS_PRINTED:
+            kind = record.get("failure")
+            key = kind if kind in FAILURE_WORDS else "not recorded"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def failure_split(records: Iterable[Mapping]) -> str:
+    """What the records wrong as printed got wrong, each kind their checks found counted apart
+    (:func:`failure_counts`): a wrong value, no value at a legal input (``0/0``, a pole), a
+    wrong shape or type; kinds with no record left out. Empty without such records, or when
+    none of them records a kind (records written before the audit recorded it).
+
+    Example:
+        >>> records = [{"verdict": "holds-with-correction", "failure": "wrong-value"}] * 29
+        >>> records += [{"verdict": "fails", "failure": "undefined"}] * 8
+        >>> failure_split(records)
+        '29 give a wrong value, 8 are undefined at a legal input'
+        >>> failure_split([{"verdict": "holds", "failure": None}])
+        ''
+        >>> failure_split(records + [{"verdict": "fails"}])  # one without a kind recorded
+        '29 give a wrong value, 8 are undefined at a legal input, 1 is of a kind not recorded'
+    """
+    words = {**FAILURE_WORDS, "not recorded": ("is of a kind not recorded",
+                                               "are of a kind not recorded")}  # fmt: skip
+    counts = failure_counts(records)
+    if not any(counts[kind] for kind in FAILURE_WORDS):
+        return ""
+    return ", ".join(f"{count} {words[kind][count != 1]}"
+                     for kind, count in counts.items() if count)
 
 
 MIN_MUTANTS = 3
@@ -533,6 +584,7 @@ def format_markdown(records: list[dict]) -> str:
         header,
         *(f"| {citation(key)} | {_counts_row(mine)} |" for key, mine in papers.items()),
         f"| all papers | {_counts_row(records)} |",
+        *_failures_said(records),
     ]  # fmt: skip
     badge = {"holds": "holds", "holds-with-correction": "**holds with a correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*",
@@ -574,6 +626,9 @@ def format_markdown(records: list[dict]) -> str:
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {_verdict_cell(record, badge)}",
+                *([f"- as printed, it {FAILURE_WORDS[record['failure']][0]} "
+                   f"(`{record['failure']}`)"]
+                  if record.get("failure") in FAILURE_WORDS else []),
                 *_detail_lines(record["detail"]),
                 *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
                    f"{_unevaluable_said([record])}{_candidates(record)}"]
@@ -584,6 +639,18 @@ def format_markdown(records: list[dict]) -> str:
             ]
         lines += ["</details>", ""]
     return "\n".join(lines)
+
+
+def _failures_said(records: list[dict]) -> list[str]:
+    """The lines under the table of counts that split the claims wrong as printed by what
+    their checks found (:func:`failure_split`); none without such claims."""
+    split = failure_split(records)
+    if not split:
+        return []
+    wrong = sum(record["verdict"] in WRONG_AS_PRINTED for record in records)
+    return ["", f"Of the {wrong} claim{'' if wrong == 1 else 's'} wrong as printed, {split} "
+            "(as each check found it: a wrong number, no number at a legal input, or a result "
+            "of the wrong shape or type)."]
 
 
 def _correction_label(record: dict, labels: dict[str, str]) -> str:

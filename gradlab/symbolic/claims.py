@@ -68,6 +68,22 @@ CORRECTION_UNDECIDED = "The correction was checked, but its check could not deci
 """The words of a failing claim's detail whose correction the check could not decide
 (``inconclusive``): the claim stays ``fails``, wrong as printed with no correction shown to hold,
 and the correction's own reason follows these words."""
+FAILURES = ("wrong-value", "undefined", "ill-typed")
+"""How a form that does not hold as printed fails its check (a :class:`Verdict`'s ``failure``,
+a record's ``failure``), as the check found it: ``wrong-value``, it gives a number at some legal
+input and the number is wrong; ``undefined``, it gives no number at some legal input (NaN, an
+infinity, a division by zero, a pole) and no wrong number anywhere the check looked;
+``ill-typed``, what it computes has a shape or type that cannot be the claimed object (a
+``(9, 9)`` matrix where a rank per item is meant). A check that finds several says the first of
+``ill-typed``, ``wrong-value``, ``undefined`` it found: a wrong number is a stronger finding
+than a missing one."""
+_WRONG_VALUE, _UNDEFINED, _ILL_TYPED = FAILURES
+FAILURE_WORDS = dict(zip(FAILURES, (
+    ("gives a wrong value", "give a wrong value"),
+    ("is undefined at a legal input", "are undefined at a legal input"),
+    ("has the wrong shape or type", "have the wrong shape or type"),
+), strict=True))  # fmt: skip
+"""Each of :data:`FAILURES` as a verb phrase, for one claim and for several."""
 EMPIRICAL_VERDICTS = VERDICTS[4:]
 REJECTED = (_FAILS, _UNDECIDED, _NOT_REPRODUCED)
 """The verdicts that kill a mutant: the check rejects it (``holds``, ``reproduced`` and
@@ -86,6 +102,10 @@ class Verdict:
 
     verdict: str
     detail: str
+    failure: str | None = None
+    """For ``fails`` and ``holds-with-correction`` (the printed form's), how the form failed,
+    one of :data:`FAILURES`, set by the check from what it computed (``wrong-value`` when it
+    says nothing else); ``None`` for every other verdict."""
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -93,6 +113,15 @@ class Verdict:
         if not isinstance(self.detail, str):
             raise GradlabError(f"detail must be a str (what supports the verdict); got "
                                f"{type(self.detail).__name__} {self.detail!r}")  # fmt: skip
+        if self.verdict not in (_FAILS, _CORRECTED):
+            if self.failure is not None:
+                raise GradlabError(f"failure must be None for the verdict {self.verdict!r} (only "
+                                   f"a form that fails has one); got {self.failure!r}")  # fmt: skip
+        elif self.failure is None:
+            object.__setattr__(self, "failure", _WRONG_VALUE)
+        elif self.failure not in FAILURES:
+            raise GradlabError(f"failure must be one of {FAILURES} (how the form fails); got "
+                               f"{self.failure!r}")  # fmt: skip
 
 
 def point_text(point: Mapping[Any, Any]) -> str:
@@ -415,19 +444,20 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
         return first
     if first.verdict != _FAILS:  # the correction is checked only when the printed form fails
         state = "holds" if first.verdict == _HOLDS else f"is {first.verdict}"
-        return Verdict(first.verdict, f"{first.detail} The correction given was not checked "
+        return replace(first, detail=f"{first.detail} The correction given was not checked "
                        f"(only a printed form that fails is corrected; this one "
                        f"{state}).")  # fmt: skip
     fixed = _checked(claim, claim.correction)
     if fixed.verdict == _UNDECIDED:  # not shown to hold, nor shown not to
-        return Verdict(first.verdict, f"{first.detail} {CORRECTION_UNDECIDED} {fixed.detail}")
+        return replace(first, detail=f"{first.detail} {CORRECTION_UNDECIDED} {fixed.detail}")
     if fixed.verdict != _HOLDS:
-        return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "
+        return replace(first, detail=f"{first.detail} The correction was checked and does not "
                        f"hold either: {fixed.detail}")  # fmt: skip
     return Verdict(
         _CORRECTED,
         f"{first.detail} Corrected: {' / '.join(claim.correction.text().splitlines())}; "
         f"checked: {fixed.detail}",
+        first.failure,  # how the printed form failed
     )
 
 
@@ -528,6 +558,7 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         },
         "method": claim.method,
         "verdict": verdict.verdict,
+        "failure": verdict.failure,
         "detail": f"{verdict.detail} {claim.note}".strip(),
         "cause": claim.cause,
     }
@@ -583,19 +614,30 @@ def _mutant_verdict(claim: Claim, form: Form) -> Verdict:
 # --- the deciding helpers: each computes its outcome ------------------------------------------
 
 
-def decide(condition: bool, detail_if_holds: str, detail_if_fails: str) -> Verdict:
-    """``holds`` if the *computed* ``condition`` is true, else ``fails``.
+def decide(condition: bool, detail_if_holds: str, detail_if_fails: str, *,
+           failure: str = _WRONG_VALUE) -> Verdict:
+    """``holds`` if the *computed* ``condition`` is true, else ``fails`` with ``failure``.
+
+    ``failure`` (one of :data:`FAILURES`) says how a form that fails fails, as the check found
+    it: ``wrong-value`` (the default: the computed value differs), ``undefined`` where what it
+    found is a NaN, an infinity or a division by zero at a legal input, ``ill-typed`` where it
+    found a shape or type that cannot be the claimed object. It is ignored when the condition
+    holds.
 
     Raises:
         GradlabError: ``condition`` not a bool (Python's, NumPy's or SymPy's ``true`` /
             ``false``): a number such as NaN is truthy, and a SymPy relation with free symbols
-            (``x > 0``) has no truth value; a detail not a str.
+            (``x > 0``) has no truth value; a detail not a str; ``failure`` not one of
+            :data:`FAILURES`.
 
     Example:
         >>> decide(2**10 == 1024, "2^10 = 1024", "2^10 is not 1024")
-        Verdict(verdict='holds', detail='2^10 = 1024')
+        Verdict(verdict='holds', detail='2^10 = 1024', failure=None)
         >>> decide(float("nan") < 1e-9, "agrees", "the error is nan, not below 1e-9").verdict
         'fails'
+        >>> value = float("inf")  # what the form gives at a legal input: no number
+        >>> decide(math.isfinite(value), "finite", f"it is {value}", failure="undefined").failure
+        'undefined'
     """
     if not isinstance(condition, (bool, np.bool_, sp.logic.boolalg.BooleanAtom)):
         relation = (" (a SymPy relation with free symbols has no truth value: substitute "
@@ -607,8 +649,12 @@ def decide(condition: bool, detail_if_holds: str, detail_if_fails: str) -> Verdi
         if not isinstance(detail, str):
             raise GradlabError(f"{name} must be a str (what supports the verdict); got "
                                f"{type(detail).__name__} {detail!r}")  # fmt: skip
-    return Verdict(_HOLDS if bool(condition) else _FAILS,
-                   detail_if_holds if condition else detail_if_fails)  # fmt: skip
+    if failure not in FAILURES:
+        raise GradlabError(f"failure must be one of {FAILURES} (how a form that fails fails); "
+                           f"got {failure!r}")  # fmt: skip
+    if condition:
+        return Verdict(_HOLDS, detail_if_holds)
+    return Verdict(_FAILS, detail_if_fails, failure)
 
 
 def undecided(reason: str) -> Verdict:
@@ -1054,6 +1100,10 @@ def symbolic_equality(
     points, or ``inconclusive`` when some points gave NaN or could not be evaluated (its detail
     names one).
 
+    A ``fails`` is ``wrong-value`` (its ``failure``), or ``undefined`` where the witness is an
+    infinite difference and the printed form is what has no value there (a pole of the truth
+    alone is a wrong value of the printed form).
+
     With ``relative`` the witness also gives the true value there and the relative error
     ``|printed - true| / |true|``, so that a sign error does not read like rounding. An infinite
     value (SymPy's ``zoo``, ``oo``) reads ``infinite``; so does the relative error of an infinite
@@ -1095,9 +1145,15 @@ def symbolic_equality(
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
     if same is None:
         return undecided(f"{how}.")
-    witness = ""
+    witness, failure = "", _WRONG_VALUE
     if not same:
         point, difference, raw_point, value = counterexample
+        if value.is_infinite:  # a pole of one side: undefined if it is the printed form's
+            try:
+                at = _difference_at(_concretize(sp.sympify(printed)), raw_point)
+                failure = _WRONG_VALUE if at.is_finite else _UNDEFINED
+            except _UnevaluableError:  # too large to evaluate: a number, not shown undefined
+                pass
         witness = f"printed minus true is {difference} at {point} ({how})"
         if relative:
             try:
@@ -1107,7 +1163,7 @@ def symbolic_equality(
             except _UnevaluableError as error:
                 witness += f"; the true value there is {error}"
         witness += "."
-    return decide(same, f"{how}.", witness)
+    return decide(same, f"{how}.", witness, failure=failure)
 
 
 def _value_text(value: sp.Expr) -> str:
@@ -1152,7 +1208,8 @@ def numeric_agreement(
     the true one is a number fails there; a case whose *true* value is NaN compares nothing, so
     when every other case agrees the verdict is ``inconclusive`` and names it, as it is with no
     cases at all. ``holds`` rests on these cases alone: its detail gives their number and the
-    largest error.
+    largest error. A ``fails`` is ``undefined`` (its ``failure``) when every case that fails
+    gives NaN or an infinity, ``wrong-value`` when one gives a wrong number.
 
     Raises:
         GradlabError: ``tolerance`` not a finite number >= 0, ``printed`` or ``truth`` not
@@ -1178,6 +1235,7 @@ def numeric_agreement(
     cases = list(cases)
     worst, worst_case, worst_true = 0.0, 0, 0.0
     no_truth = []  # the cases whose true value is NaN: nothing to compare with there
+    wrong_value = False  # a case where the printed value is a number, and a wrong one
     for index, case in enumerate(cases):
         true_value = _real(truth, case, "truth", index, len(cases))
         value = _real(printed, case, "printed", index, len(cases))
@@ -1185,6 +1243,7 @@ def numeric_agreement(
             no_truth.append(index)
             continue
         error = 0.0 if value == true_value else abs(value - true_value)  # equal infinities agree
+        wrong_value = wrong_value or (math.isfinite(value) and not error <= tolerance)
         # NaN counts as the worst, and the first one stays: a later case must not replace it
         if not error <= worst and not math.isnan(worst):
             worst, worst_case, worst_true = error, index, true_value
@@ -1205,6 +1264,8 @@ def numeric_agreement(
         f"max |printed - true| = {worst:.2e} over {len(cases)} case"
         f"{'' if len(cases) == 1 else 's'}{there}.",
         f"max |printed - true| = {worst:.3g} (case {worst_case + 1} of {len(cases)}){there}.",
+        # where every case that fails gives NaN or an infinity, the form is undefined there
+        failure=_WRONG_VALUE if wrong_value else _UNDEFINED,
     )
 
 
@@ -1229,4 +1290,4 @@ def _real(function: Callable[[object], Any], case: object, name: str, index: int
 def all_hold(verdicts: Sequence[Verdict], prefix: str = "") -> Verdict:
     """Combine several verdicts: the first that does not hold, else the first."""
     worst = next((v for v in verdicts if v.verdict != _HOLDS), verdicts[0])
-    return Verdict(worst.verdict, prefix + worst.detail)
+    return replace(worst, detail=prefix + worst.detail)

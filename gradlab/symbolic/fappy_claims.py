@@ -630,9 +630,11 @@ def check_edges(form: Form) -> Verdict:
     normalizer = sp.lambdify(Nn, form.value, "math")
     values = edge_values(normalizer)
     good = all(math.isfinite(v) and 0.0 <= v <= 2.0 for v in values)
+    out_of_range = any(math.isfinite(v) and not 0.0 <= v <= 2.0 for v in values)
     return decide(good, f"Eq. 1-7 stay finite and in [0, 2] at s_ij in {{-1, -0.99, 0.999, 1}}, one negative, "
                   f"all other bins empty ({len(values)} cases).",
-                  f"non-finite or out-of-range values at the edges: {values[:6]}...")  # fmt: skip
+                  f"non-finite or out-of-range values at the edges: {values[:6]}...",
+                  failure="wrong-value" if out_of_range else "undefined")  # fmt: skip
 
 
 def check_empty_negative_set(form: Form) -> Verdict:
@@ -648,10 +650,11 @@ def check_empty_negative_set(form: Form) -> Verdict:
             outcomes.append(float(call()))
         except (ArithmeticError, ValueError):  # a division by zero, a log of zero
             outcomes.append(math.nan)
+    # it fails only where a division gives no finite number: undefined there
     return decide(all(math.isfinite(v) for v in outcomes),
                   f"defined with |N_ij| = 0 and no positive pairs: {outcomes}.",
                   f"with |N_ij| = 0 (one class) or no positive pairs (singletons) the printed divisions "
-                  f"give {outcomes}.")  # fmt: skip
+                  f"give {outcomes}.", failure="undefined")  # fmt: skip
 
 
 Delta_min = sp.Symbol("Delta_min", positive=True)
@@ -834,7 +837,7 @@ def check_divisions_elsewhere(form: Form) -> Verdict:
         worst, missed = math.nan, ("the divisions are undefined for no negative or no positive "
                                    f"pair ({type(error).__name__}: {error}).")  # fmt: skip
     return decide(worst < 1e-12, "the mean over |N| negatives and over the positive pairs, 0 for "
-                  "none.", missed)  # fmt: skip
+                  "none.", missed, failure="wrong-value" if math.isfinite(worst) else "undefined")  # fmt: skip
 
 
 def check_gradient_at_kinks(form: Form) -> Verdict:

@@ -10,6 +10,8 @@ from gradlab.functional).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import sympy as sp
 import torch
@@ -337,7 +339,7 @@ def _agreement(printed, truth, tolerance: float, what: str) -> Verdict:
     """:func:`numeric_agreement` of two precomputed arrays, case by case (``what`` says which)."""
     verdict = numeric_agreement(lambda k: printed[k], lambda k: truth[k], range(len(truth)),
                                 tolerance=tolerance)  # fmt: skip
-    return Verdict(verdict.verdict, f"{what}: {verdict.detail}")
+    return replace(verdict, detail=f"{what}: {verdict.detail}")
 
 
 # --- the checks: each is a function of the printed form ----------------------------------------

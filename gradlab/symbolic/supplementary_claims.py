@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -254,7 +255,9 @@ def check_table_s1(form: Form) -> Verdict:
     differences of a few tau = 0.01, where the sigmoid is not yet a step).
 
     When the code does not compute 1 - Smooth-AP, the detail says what its ``R_pos`` holds,
-    computed on the same draws (:func:`_r_pos_diagnosis`).
+    computed on the same draws (:func:`_r_pos_diagnosis`); where ``R_pos``, a rank per item,
+    has another shape than the ``m`` scores' (an ``(m, m)`` matrix), the form is
+    ``ill-typed``.
     """
     cases = _table_s1_cases()
 
@@ -269,7 +272,21 @@ def check_table_s1(form: Form) -> Verdict:
     )
     if verdict.verdict == "holds":
         return verdict
-    return Verdict(verdict.verdict, f"{verdict.detail} {_r_pos_diagnosis(form.value, cases)}")
+    # R_pos, a rank per item, is a vector of the m scores' length: any other shape cannot be it
+    shapes = {_r_pos_shape(form.value, case) for case in cases}
+    m = cases[0][0].shape[1]
+    ill_typed = verdict.verdict == "fails" and any(shape not in ((m,), None) for shape in shapes)
+    return replace(verdict, detail=f"{verdict.detail} {_r_pos_diagnosis(form.value, cases)}",
+                   **({"failure": "ill-typed"} if ill_typed else {}))
+
+
+def _r_pos_shape(code: str, case) -> tuple[int, ...] | None:
+    """The shape of ``R_pos`` when ``code`` runs on ``case``; ``None`` where it does not run or
+    defines no ``R_pos``."""
+    try:
+        return np.shape(run_pseudocode(code, *case, name="R_pos"))
+    except Exception:  # a mutant's code may not run, or name no R_pos
+        return None
 
 
 # --- the batch-size conjecture -------------------------------------------------------------

@@ -11,6 +11,7 @@ decades. Eq. 22-37 and "N+ is unaffected by the relaxation" are in :mod:`minibat
 
 from __future__ import annotations
 
+import cmath
 import functools
 import itertools
 import math
@@ -262,7 +263,9 @@ def _form_errors_fail(check: Callable[[Form], Verdict]) -> Callable[[Form], Verd
             return check(form)
         except (ArithmeticError, ValueError, TypeError, KeyError) as error:  # Key: zoo in lambdify
             failure = f"{type(error).__name__}: {error}"
-        return decide(not failure, "", f"the form does not evaluate on the check's cases ({failure}).")
+        # no value at a case where the references have one: undefined there
+        return decide(not failure, "", f"the form does not evaluate on the check's cases ({failure}).",
+                      failure="undefined")
 
     return guarded
 
@@ -406,8 +409,9 @@ LOG_GAP_BINS = tuple((x, y) for x in (0, 1, 2, 5, 20, 100, 1000) for y in (1, 2,
 and the ratio ``n_d / N_(d-1)`` vary over decades."""
 
 
-def _log_gap_errors(form: Form) -> dict[tuple[int, int], tuple[float, float]]:
-    """Per bin of :data:`LOG_GAP_BINS`: (|approximation - harmonic gap|, tolerance)."""
+def _log_gap_errors(form: Form) -> dict[tuple[int, int], tuple[float, float, bool]]:
+    """Per bin of :data:`LOG_GAP_BINS`: (|approximation - harmonic gap|, tolerance, whether the
+    approximation is a finite number there)."""
     approx = sp.lambdify((N_prev, N_d), form.value, "mpmath")
     errors = {}
     for before, size in LOG_GAP_BINS:
@@ -416,7 +420,7 @@ def _log_gap_errors(form: Form) -> dict[tuple[int, int], tuple[float, float]]:
         except (ZeroDivisionError, ValueError):
             value = complex(math.inf)
         error = abs(value - harmonic_partial_sum(before, size)) if value.imag == 0 else math.inf
-        errors[(before, size)] = (error, log_gap_tolerance(before, size))
+        errors[(before, size)] = (error, log_gap_tolerance(before, size), cmath.isfinite(value))
     return errors
 
 
@@ -429,9 +433,11 @@ def check_log_approximation(form: Form) -> Verdict:
         'holds'
     """
     errors = _log_gap_errors(form)
-    over = {bin_: e for bin_, (e, tol) in errors.items() if not e <= tol}
+    over = {bin_: e for bin_, (e, tol, _) in errors.items() if not e <= tol}
     worst = max(errors, key=lambda k: errors[k][0] / errors[k][1])
-    first_bin = max(e for (before, _), (e, _) in errors.items() if before == 0)
+    first_bin = max(e for (before, _), (e, _, _) in errors.items() if before == 0)
+    # undefined when it has no finite value on every bin it misses: a wrong number is none
+    undefined = all(not errors[bin_][2] for bin_ in over)
     later = [bin_ for bin_ in over if bin_[0] > 0]
     rule = ("tolerance per bin (1/N_(d-1) - 1/N_d)/2, the trapezoid bound of the logarithm's "
             "own error (1/t convex; Eq. 20's order), and 1/2 at the first bin N_(d-1) = 0")  # fmt: skip
@@ -445,7 +451,8 @@ def check_log_approximation(form: Form) -> Verdict:
                   f"(tolerance {errors[shown][1]:.3g}); "
                   + (f"{len(later)} of them with N_(d-1) >= 1." if later
                      else "only at the first bin, where it is "
-                     f"{first_bin:.3g}; every bin with N_(d-1) >= 1 is within its bound."))  # fmt: skip
+                     f"{first_bin:.3g}; every bin with N_(d-1) >= 1 is within its bound."),
+                  failure="undefined" if undefined else "wrong-value")  # fmt: skip
 
 
 @_form_errors_fail
@@ -554,7 +561,9 @@ def first_bin_limit(form: Form) -> Verdict:
     term = term.subs(N_d, C_prev + 3)
     limit = sp.limit(term, C_prev, 0, "+")
     return decide(limit.is_finite is True, f"the term tends to {limit} at the first bin.",
-                  f"the term tends to {limit} as C_(d-1) -> 0+ (first bin).")  # fmt: skip
+                  f"the term tends to {limit} as C_(d-1) -> 0+ (first bin).",
+                  failure="undefined" if limit.is_finite is False or limit is sp.nan
+                  else "wrong-value")  # fmt: skip
 
 
 def one_item_bin_growth(form: Form) -> Verdict:
@@ -570,9 +579,10 @@ def one_item_bin_growth(form: Form) -> Verdict:
     with mpmath.workdps(40):  # local: a global precision would change later claims' numbers
         values = [abs(function(1 + mpmath.mpf(10) ** -k)) for k in (6, 12, 18)]
     growth = float(values[-1] / values[0])
+    # a term that grows without bound as c -> 1 has no value at c = 1: undefined there
     return decide(growth < 10, f"|term| stays {float(values[-1]):.4g} as c -> 1 (growth {growth:.3g}).",
                   f"|term| grows by {growth:.3g} from c = 1 + 1e-6 to 1 + 1e-18: a pole at a bin "
-                  "of one item.")  # fmt: skip
+                  "of one item.", failure="undefined")  # fmt: skip
 
 
 def empty_bin_value(form: Form) -> Verdict:
@@ -585,7 +595,9 @@ def empty_bin_value(form: Form) -> Verdict:
     term = form.value.subs({C_prev: 3, C_pos_prev: 1, N_plus: 2, sp.Symbol("rho"): sp.Rational(1, 2)})
     value = term.subs(N_d, 3 + c).xreplace({c_pos: sp.Integer(0), c: sp.Integer(0)})
     return decide(value.is_finite is True, f"the term is {value} at c_d = c+_d = 0.",
-                  f"substituting c_d = c+_d = 0 gives {value}: undefined as printed.")  # fmt: skip
+                  f"substituting c_d = c+_d = 0 gives {value}: undefined as printed.",
+                  failure="undefined" if value.is_finite is False or value is sp.nan
+                  else "wrong-value")  # fmt: skip
 
 
 @_form_errors_fail
@@ -672,8 +684,10 @@ def li_first_bin_value(form: Form) -> Verdict:
     difference = sp.lambdify((a, b), form.value, "mpmath")
     values = [difference(mpmath.mpf(0), mpmath.mpf(size)) for size in (1, 2, 5)]
     finite = all(mpmath.isfinite(v) for v in values)
+    # it fails only where a value is not finite: undefined there
     return decide(finite, f"finite at C_(d-1) = 0: {[float(v) for v in values]} for C_d = 1, 2, 5.",
-                  f"at C_(d-1) = 0 the printed difference is {values[0]} (Li(1) = -inf).")  # fmt: skip
+                  f"at C_(d-1) = 0 the printed difference is {values[0]} (Li(1) = -inf).",
+                  failure="undefined")  # fmt: skip
 
 
 def log_discount(t: float) -> float:

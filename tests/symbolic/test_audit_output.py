@@ -106,7 +106,8 @@ def test_a_record_holds_the_claim_its_verdict_mutants_and_citation():
         "id": f"{S000}:eq1", "seed": S000, "label": "eq1",
         "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
                   "correction": None},
-        "method": "comparison", "verdict": "holds", "detail": "it is one.", "cause": "",
+        "method": "comparison", "verdict": "holds", "failure": None, "detail": "it is one.",
+        "cause": "",
         # the slip 2, then 1 -> -1 (sign) and 1 -> 0 (shift); 1 -> 2 (shift) and 2 * 1 (factor)
         # repeat the slip's text
         "mutated_form": "printed", "mutants": 3, "mutant_operators": 3, "mutants_killed": 3,
@@ -139,7 +140,8 @@ def test_a_check_that_raises_is_recorded_inconclusive_with_its_error(mutants):
         "id": "mine:eq1", "seed": "mine", "label": "eq1",
         "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
                   "correction": None},
-        "method": "comparison", "verdict": "inconclusive", "citation": "mine", "cause": "",
+        "method": "comparison", "verdict": "inconclusive", "failure": None, "citation": "mine",
+        "cause": "",
     }  # fmt: skip
     if mutants:  # none decided: none killed
         expected.update(mutants=1, mutant_operators=0, mutants_killed=0, mutant_results=[],
@@ -212,7 +214,7 @@ def _record(seed, label, verdict, statement, *, mutants=None, correction=None, *
         "claim": {"statement": statement, "formula": claim.get("formula", "a = b"),
                   "latex": claim.get("latex", "a = b"), "correction": correction},
         "method": claim.get("method", "sympy"), "verdict": verdict,
-        "detail": claim.get("detail", "why"),
+        "failure": claim.get("failure"), "detail": claim.get("detail", "why"),
     }  # fmt: skip
     if mutants is not None:
         record.update(mutants=mutants[1], mutants_killed=mutants[0], mutant_results=[])
@@ -322,9 +324,10 @@ def test_a_citation_too_long_for_the_width_keeps_every_word():
 def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas():
     records = [
         _record(S000, "eq3", "holds-with-correction", "S one", mutants=(1, 2),
-                correction="a = c", detail="D one"),
+                correction="a = c", detail="D one", failure="undefined"),
         _record("mine", "claim-two", "fails", "S two", mutants=(1, 1), formula="line1\nline2",
-                latex="\\texttt{line1 line2}", method="exec", detail="D two"),
+                latex="\\texttt{line1 line2}", method="exec", detail="D two",
+                failure="wrong-value"),
     ]  # fmt: skip
     expected = [
         "# Derivation audit",
@@ -340,6 +343,10 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         f"| {CITATION_000} | 1 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 1 / 2 |",
         "| mine | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 / 1 |",
         "| all papers | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 0 | 2 / 3 |",
+        "",
+        "Of the 2 claims wrong as printed, 1 gives a wrong value, 1 is undefined at a legal "
+        "input (as each check found it: a wrong number, no number at a legal input, or a result "
+        "of the wrong shape or type).",
         "",
         f"## {CITATION_000}",
         "",
@@ -360,6 +367,7 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "- corrected: `a = c`",
         "- method: sympy",
         "- verdict: **holds with a correction**",
+        "- as printed, it is undefined at a legal input (`undefined`)",
         "- detail: D one",
         "- mutants killed: 1 of 2",
         "",
@@ -391,6 +399,7 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "",
         "- method: exec",
         "- verdict: **FAILS**",
+        "- as printed, it gives a wrong value (`wrong-value`)",
         "- detail: D two",
         "- mutants killed: 1 of 1",
         "",
