@@ -134,7 +134,10 @@ def _paper_heading(seed) -> str:
 
 @register("audit-papers")
 def audit_papers(root: Path) -> str:
-    """Every claim of audit.json, grouped by paper: label, statement, verdict, method, detail."""
+    """Every claim of audit.json, grouped by paper: label, statement, verdict, method, detail,
+    and for a claim wrong as printed what its check found (its record's ``failure``)."""
+    from gradlab.symbolic.audit import failure_split
+    from gradlab.symbolic.claims import FAILURE_WORDS
     from gradlab.symbolic.seeds import SEEDS
 
     records = load_json(root, AUDIT_JSON)
@@ -146,6 +149,8 @@ def audit_papers(root: Path) -> str:
         verdicts = {v: sum(r["verdict"] == v for r in mine) for v in dict.fromkeys(
             r["verdict"] for r in mine)}  # fmt: skip
         summary = ", ".join(f"{count} {verdict}" for verdict, count in verdicts.items())
+        split = failure_split(mine)
+        summary += f"; of those wrong as printed, {split}" if split else ""
         lines += [f"### {_paper_heading(seed)}", "", f"{len(mine)} claims: {summary}.", "",
                   "| claim | statement | verdict | checked by | mutants rejected |",
                   "| --- | --- | --- | --- | --- |"]  # fmt: skip
@@ -166,7 +171,9 @@ def audit_papers(root: Path) -> str:
             for record in corrected:
                 # plain text: the formulas' * and ** (SymPy's) are no Markdown emphasis
                 detail = " ".join(record["detail"].split()).replace("*", "\\*")
-                lines.append(f"- `{record['label']}` ({record['verdict']}): {detail}")
+                wrong = (f"; as printed, it {FAILURE_WORDS[record['failure']][0]}"
+                         if record.get("failure") in FAILURE_WORDS else "")  # fmt: skip
+                lines.append(f"- `{record['label']}` ({record['verdict']}{wrong}): {detail}")
             lines += ["", "</details>"]
         lines.append("")
     return "\n".join(lines)
@@ -188,9 +195,15 @@ def readme_findings(root: Path) -> str:
     fails = sum(r["verdict"] == "fails" for r in records)
     untestable = sum(r["verdict"] == "not-testable-here" for r in records)
     from gradlab.report.summaries import distinct_problems, with_verb
+    from gradlab.symbolic.audit import failure_split
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)
+
+    def kinds(verdict: str) -> str:  # what those of one verdict got wrong, from their records
+        split = failure_split(r for r in records if r["verdict"] == verdict)
+        return f" ({split})" if split else ""
+
     from gradlab.report.findings import in_texts, problems_by_paper
 
     # "17 claims" alone read as the claims checked (the table's 16 and 20)
@@ -209,13 +222,14 @@ def readme_findings(root: Path) -> str:
              else machine["device"])  # fmt: skip
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
-        "by computation ([the audit, per paper](docs/audit.md)):\n"
+        "by computation ([per paper](docs/audit.md)):\n"
         f"  - {with_verb(holds, 'holds', 'hold')} as printed;\n"
-        f"  - {with_verb(corrected, 'is', 'are')} wrong as printed, with a correction that holds "
-        "(each correction re-checked), and "
-        f"{with_verb(fails, 'is', 'are')} wrong with no correction that holds;\n"
-        f"  - together they show {problems} distinct problems (claims that share one root cause "
-        f"count once):{per_paper[:-1]}.\n"
+        # (each with a correction that holds: the verdict is given only when it is re-checked)
+        f"  - {with_verb(corrected, 'is', 'are')} wrong as printed{kinds('holds-with-correction')}"
+        f", each with a correction that holds; {with_verb(fails, 'is', 'are')} wrong with none "
+        f"that holds{kinds('fails')};\n"
+        f"  - together they show {problems} distinct problems (a shared root cause counts "
+        f"once):{per_paper[:-1]}.\n"
         f"  - {untestable} claims about the authors' experiments are not testable here.\n"
         f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {lead} "
         "([studies](docs/studies.md#studies-on-real-pixels-with-seed-spreads))\n"

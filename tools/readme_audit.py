@@ -25,10 +25,11 @@ def audit_block(records: list[dict]) -> str:
 
     Verdict counts come from the records, one column per verdict of
     :data:`gradlab.symbolic.claims.VERDICTS` (the outcomes of empirical claims in their own
-    columns, never counted as failures); "distinct problems" counts the records that do not
-    hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`); the mutants
-    are counted by kind, refuted apart from not evaluable
-    (:func:`gradlab.report.summaries.mutant_outcomes`).
+    columns, never counted as failures); those wrong as printed are split by the ``failure``
+    their check recorded (:func:`gradlab.symbolic.audit.failure_split`); "distinct problems"
+    counts the records that do not hold once per root cause
+    (:func:`gradlab.report.summaries.distinct_problems`); the mutants are counted by kind,
+    refuted apart from not evaluable (:func:`gradlab.report.summaries.mutant_outcomes`).
     """
     from gradlab.report.summaries import (
         PROBLEM_VERDICTS,
@@ -37,7 +38,8 @@ def audit_block(records: list[dict]) -> str:
         mutant_outcomes,
         with_verb,
     )
-    from gradlab.symbolic.claims import VERDICTS
+    from gradlab.symbolic.audit import WRONG_AS_PRINTED, failure_split
+    from gradlab.symbolic.claims import FAILURE_WORDS, VERDICTS
     from gradlab.symbolic.seeds import SEEDS, paper_label
 
     counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
@@ -53,13 +55,20 @@ def audit_block(records: list[dict]) -> str:
                if untestable else "")  # fmt: skip
     failing = [r for r in records if r["verdict"] in PROBLEM_VERDICTS]
     outcomes = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS[4:]]
+
+    def kinds(verdict: str) -> str:  # what those of one verdict got wrong, from their records
+        split = failure_split(r for r in records if r["verdict"] == verdict)
+        return f" ({split})" if split else ""
+
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
         f"{with_verb(counts['holds'], 'holds', 'hold')} as printed, "
-        f"{with_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed, with a "
+        f"{with_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed"
+        f"{kinds('holds-with-correction')}, with a "
         "correction that holds (each correction checked by the same computation), "
-        f"{with_verb(counts['fails'], 'is', 'are')} wrong with no correction that holds, "
+        f"{with_verb(counts['fails'], 'is', 'are')} wrong with no correction that holds"
+        f"{kinds('fails')}, "
         f"{counts['inconclusive']} inconclusive"
         + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
         "on a named setting, not failures)"
@@ -81,13 +90,16 @@ def audit_block(records: list[dict]) -> str:
         cells = " | ".join(str(sum(r["verdict"] == v for r in mine)) for v in VERDICTS)
         lines.append(f"| {seed.citation()} | {len(mine)} | "
                      f"{distinct_problems(mine)} | {cells} |")  # fmt: skip
-    lines += ["", "Every claim that does not simply hold, with its root cause where several "
-              "claims share one:", "", "| paper | claim | verdict | root cause | statement |",
-              "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines += ["", "Every claim that does not simply hold, with what its printed form got wrong "
+              "(for one wrong as printed) and its root cause where several claims share one:",
+              "", "| paper | claim | verdict | as printed, it | root cause | statement |",
+              "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for record in records:
         if record["verdict"] != "holds":
             cause = record.get("cause") or "-"
+            wrong = (FAILURE_WORDS[record["failure"]][0] if record["verdict"] in WRONG_AS_PRINTED
+                     and record.get("failure") in FAILURE_WORDS else "-")  # fmt: skip
             lines.append(f"| {paper_label(record['seed'])} | `{record['label']}` "
-                         f"| {VERDICT_WORDS[record['verdict']]} | {cause} "
+                         f"| {VERDICT_WORDS[record['verdict']]} | {wrong} | {cause} "
                          f"| {record['claim']['statement']} |")  # fmt: skip
     return "\n".join(lines)

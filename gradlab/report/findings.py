@@ -106,38 +106,53 @@ def _causes(records: list[dict]) -> str:
 
 
 def _headlines(records: list[dict]) -> list[Finding]:
-    """The derivation's slips first (rank 0), then every other paper's problems (rank 2)."""
+    """The derivation's slips first (rank 0), then every other paper's problems (rank 2), each
+    with what its claims got wrong as printed (:func:`gradlab.symbolic.audit.failure_split`)."""
+    from gradlab.symbolic.audit import failure_split
+
     findings = []
     for paper, mine in problems_by_paper(records).items():
         corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
         failing = sum(r["verdict"] == "fails" for r in mine)
         tail = ("; every correction holds when re-checked by computation" if corrected else
                 f"; {with_verb(failing, 'is', 'are')} wrong with no correction that holds")
+        split = failure_split(mine)
+        kinds = f" ({split})" if split else ""
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
                 f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps"
-                f"{in_texts(mine)} {'is' if len(mine) == 1 else 'are'} wrong as printed, from "
+                f"{in_texts(mine)} {'is' if len(mine) == 1 else 'are'} wrong as printed"
+                f"{kinds}, from "
                 f"{_counted(distinct_problems(mine), 'distinct slip')}: {_causes(mine)}{tail}.",
                 rank=0))  # fmt: skip
         else:
             findings.append(Finding(
                 f"{paper}: {_counted(len(mine), 'printed claim')}{in_texts(mine)} "
-                f"{'does' if len(mine) == 1 else 'do'} not hold as printed, "
+                f"{'does' if len(mine) == 1 else 'do'} not hold as printed{kinds}, "
                 f"{_counted(distinct_problems(mine), 'distinct problem')}: {_causes(mine)}{tail}.",
                 rank=2))  # fmt: skip
     return findings
 
 
 def _audit(results: dict) -> list[Finding]:
+    from gradlab.symbolic.audit import failure_split
+
     counts = results["counts"]
     total = sum(counts.values())
     records = results.get("records", [])
+
+    def kinds(verdict: str) -> str:  # what those of one verdict got wrong, from their records
+        split = failure_split(r for r in records if r["verdict"] == verdict)
+        return f" ({split})" if split else ""
+
     text = (
         f"The audit checks {_counted(total, 'printed claim')}{_texts(records)} by computation: "
         f"{with_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
-        f"{with_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed, "
+        f"{with_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed"
+        f"{kinds('holds-with-correction')}, "
         "with a correction that holds (each correction re-checked), "
-        f"{with_verb(counts.get('fails', 0), 'is', 'are')} wrong with no correction that holds "
+        f"{with_verb(counts.get('fails', 0), 'is', 'are')} wrong with no correction that holds"
+        f"{kinds('fails')} "
         f"and {with_verb(counts.get('inconclusive', 0), 'stays', 'stay')} inconclusive"
     )
     empirical = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in EMPIRICAL if counts.get(v)]

@@ -625,3 +625,26 @@ def test_p_without_the_diagonal_is_said_where_the_1_over_m_term_hides_its_change
     measurement["settings"]["fixed_trained"]["P"] = rising
     assert not any(s.startswith("Without each query's own entry")
                    for s in p_vs_batch_size_sentences({"p_vs_batch_size": measurement}))
+
+
+def test_the_findings_say_what_the_claims_wrong_as_printed_got_wrong_from_their_records():
+    # by hand: of the 3 corrected, 2 give a wrong value and 1 none at a legal input; the 1 that
+    # fails has the wrong shape; Brown et al.'s headline counts its own 3 (2 corrected, 1 fails)
+    records = [
+        _record(BROWN, "eq1", "holds-with-correction", failure="wrong-value"),
+        _record(BROWN, "eq2", "holds-with-correction", failure="undefined"),
+        _record(BROWN, "eq3", "fails", failure="ill-typed"),
+        _record("other", "x", "holds-with-correction", failure="wrong-value"),
+        _record("other", "y", "holds", failure=None),
+    ]
+    counts = {"holds": 1, "holds-with-correction": 3, "fails": 1}
+    lines = _lines({"audit": ({"counts": counts, "records": records}, "## Audit")})
+    brown = next(line for line in lines if line.startswith(f"- {_paper(BROWN)}:"))
+    assert brown.startswith(
+        f"- {_paper(BROWN)}: 3 printed claims do not hold as printed (1 gives a wrong value, 1 "
+        "is undefined at a legal input, 1 has the wrong shape or type), 3 distinct problems")
+    audit = next(line for line in lines if line.startswith("- The audit checks"))
+    assert ("1 holds as printed, 3 are wrong as printed (2 give a wrong value, 1 is undefined at "
+            "a legal input), with a correction that holds (each correction re-checked), 1 is "
+            "wrong with no correction that holds (1 has the wrong shape or type) and 0 stay "
+            "inconclusive") in audit

@@ -34,7 +34,8 @@ def test_committed_json_agrees_with_a_fresh_audit(audit_records):
     committed = json.loads((ROOT / AUDIT_JSON).read_text())
 
     def key(records):
-        return {r["id"]: (r["verdict"], r["mutants"], r["mutants_killed"]) for r in records}
+        return {r["id"]: (r["verdict"], r["failure"], r["mutants"], r["mutants_killed"])
+                for r in records}  # fmt: skip
 
     assert key(committed) == key(audit_records)
 
@@ -67,7 +68,10 @@ def _synthetic():
                                                                   "killed": True}  # fmt: skip
     results = {(S000, "eq1"): [refuted, unevaluated, refuted],
                (S004, "eq3"): [refuted, refuted, {"verdict": "holds", "killed": False}]}
+    failures = {(S000, "eq2"): "wrong-value", (S000, "eq3"): "undefined",
+                (S004, "eq1"): "wrong-value", (S004, "eq2"): "ill-typed"}
     return [{"id": f"{seed}:{label}", "seed": seed, "label": label, "verdict": verdict,
+             "failure": failures.get((seed, label)),
              "cause": cause, "claim": {"statement": f"statement {label}"}, "mutants": 3,
              "mutants_killed": 3 - (label == "eq3" and seed == S004),
              "mutant_results": results.get((seed, label), [refuted] * 3),
@@ -88,8 +92,12 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     # by hand: 2 hold, 2 corrected, 2 fail, 0 inconclusive, 1 reproduced, 0 not reproduced,
     # 1 not testable here; the 4 records that do not hold are 2 problems ("sign" and 004:eq2)
     assert "checks **8** printed claims" in block
-    assert "2 hold as printed, 2 are wrong as printed, with a correction that holds" in block
-    assert "2 are wrong with no correction that holds, 0 inconclusive" in block
+    # each kind as the records say: of the 2 corrected, one a wrong value and one undefined;
+    # of the 2 that fail, one a wrong value and one ill-typed
+    assert ("2 hold as printed, 2 are wrong as printed (1 gives a wrong value, 1 is undefined at "
+            "a legal input), with a correction that holds") in block
+    assert ("2 are wrong with no correction that holds (1 gives a wrong value, 1 has the wrong "
+            "shape or type), 0 inconclusive") in block
     assert "1 reproduced, 0 not reproduced, 1 not testable here (outcomes" in block
     assert "The 4 claims wrong as printed show **2 distinct problems**" in block
     # 24 mutants: 000:eq1's one not evaluable and 004:eq3's one survivor, the 22 others refuted
@@ -102,8 +110,10 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     assert _row(block, S004) == ["5", "2", "1", "0", "2", "0", "1", "0", "1"]
     # each claim by its paper's authors, year and part, and its label; no document key
     zhong = "Zhong et al. n.d., paper with appendix"
-    assert f"| {zhong} | `claim-a` | not testable here | - | statement claim-a |" in block
-    assert f"| {zhong} | `eq1` | fails | sign | statement eq1 |" in block
+    assert f"| {zhong} | `claim-a` | not testable here | - | - | statement claim-a |" in block
+    assert f"| {zhong} | `eq1` | fails | gives a wrong value | sign | statement eq1 |" in block
+    assert (f"| {zhong} | `eq2` | fails | has the wrong shape or type | - | statement eq2 |"
+            in block)
     assert not re.search(r"\b00[0-4]\b|00[0-4]_", block), block
 
 
@@ -117,6 +127,19 @@ def test_a_changed_cause_alone_makes_the_audit_block_stale(tmp_path):
     problems = [r for r in records if r["verdict"] in ("holds-with-correction", "fails")]
     for record in problems[:2]:
         record["cause"] = "one shared cause"
+    target.write_text(json.dumps(records))
+    assert "audit" in stale_blocks(README, tmp_path)
+
+
+def test_a_changed_kind_alone_makes_the_audit_block_stale(tmp_path):
+    # the verdicts stay; one claim wrong as printed said to be undefined, not a wrong value
+    records = json.loads((ROOT / AUDIT_JSON).read_text())
+    target = tmp_path / AUDIT_JSON
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(records))
+    assert "audit" not in stale_blocks(README, tmp_path)
+    wrong = next(r for r in records if r["failure"] == "wrong-value")
+    wrong["failure"] = "undefined"
     target.write_text(json.dumps(records))
     assert "audit" in stale_blocks(README, tmp_path)
 
@@ -150,6 +173,18 @@ def test_the_readme_finding_gives_claims_and_distinct_problems_per_paper():
     finding = re.search(r"^- \*\*The audit\*\*.*?(?=^- )", readme, re.S | re.M)[0]
     holding = sum(record["verdict"] == "holds" for record in records)
     assert f"\n  - {holding} hold as printed;\n" in finding
+    # the corrected claims split by the kind their records hold, counted here by hand
+    corrected = [r for r in records if r["verdict"] == "holds-with-correction"]
+    phrases = {"wrong-value": ("gives a wrong value", "give a wrong value"),
+               "undefined": ("is undefined at a legal input", "are undefined at a legal input"),
+               "ill-typed": ("has the wrong shape or type", "have the wrong shape or type")}
+    split = []
+    for kind, (one, many) in phrases.items():
+        number = sum(r["failure"] == kind for r in corrected)
+        if number:
+            split.append(f"{number} {one if number == 1 else many}")
+    assert len(split) >= 2  # the committed audit finds more than one kind
+    assert f"\n  - {len(corrected)} are wrong as printed ({', '.join(split)}), each with" in finding
     assert len(papers) >= 2
     for paper, mine in papers.items():
         problems = len({r["cause"] or r["id"] for r in mine})
