@@ -50,3 +50,22 @@ def test_a_relative_error_against_an_infinite_true_value_of_an_infinite_differen
                                 sampler=lambda generator: {x: 0})  # fmt: skip
     assert verdict.detail == ("printed minus true is infinite at x = 0 (exact evaluation); true "
                               "value infinite, relative error undefined.")  # fmt: skip
+
+
+def test_a_true_value_under_a_deep_cancellation_is_printed_with_its_own_digits():
+    # exp(s) - 1 - s at s = 3e-80 cancels about 160 digits: its value is s^2/2 + s^3/6 + ...,
+    # 4.5e-160. Printed twice the truth, the relative error is exactly 1. A 50-digit evaluation
+    # of the truth printed 5.6902624e-160 and a relative error of 0.791.
+    import mpmath
+
+    s = sp.Symbol("s", real=True)
+    truth = sp.exp(s) - 1 - s
+    point = sp.Rational(3, 10**80)
+    verdict = symbolic_equality(2 * truth, truth, [s], sampler=lambda _: {s: point},
+                                relative=True)  # fmt: skip
+    _, _, relative = verdict.detail.rpartition("; ")
+    with mpmath.workdps(400):  # brute force: 400 digits leave 240 after the cancellation
+        reference = mpmath.exp(mpmath.mpf(3) / 10**80) - 1 - mpmath.mpf(3) / 10**80
+    shown = float(relative.split(",")[0].removeprefix("true value "))
+    assert abs(shown - float(reference)) <= 1e-7 * float(reference)
+    assert relative.endswith("relative error 1 (100 %).")
