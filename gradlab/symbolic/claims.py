@@ -875,8 +875,6 @@ def _witness(value: sp.Expr, expression: sp.Expr, point: dict) -> sp.Expr | None
     """
     if value.is_infinite or value.is_Rational:
         return value if value != 0 else None
-    if value == 0:
-        return None
 
     def agree(first: sp.Expr, second: sp.Expr) -> bool:
         return bool(sp.Abs(first - second) <= sp.Abs(second) * sp.Rational(1, 10**30))

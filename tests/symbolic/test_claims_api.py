@@ -602,6 +602,15 @@ def test_a_tiny_residue_the_same_at_50_and_100_digits_is_no_witness():
     assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
 
 
+def test_an_identity_whose_points_evaluate_to_a_zero_of_no_precision_holds_on_them():
+    # atan(x) + atan(1/x) = pi/2 for x > 0, which sympy.simplify does not prove: at each point
+    # printed minus true evaluates to a float of no significant digit (-0.e-160), not to the
+    # exact 0; finer evaluations show it a residue, and the verdict rests on the points
+    verdict = symbolic_equality(sp.atan(x) + sp.atan(1 / x), sp.pi / 2, [x])
+    assert verdict == Verdict("holds", "printed minus true vanishes at 12 random points "
+                                       "(50 digits).")  # fmt: skip
+
+
 def test_a_function_of_three_arguments_stands_in_as_a_finite_polynomial():
     # atan(x) + atan(1/x) = pi/2 for x > 0, which sympy.simplify does not prove: the points
     # decide, each with F(x, y, z) evaluated to a finite number
