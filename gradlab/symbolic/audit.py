@@ -395,9 +395,10 @@ def format_table(records: list[dict], width: int = 110) -> str:
     :func:`gradlab.symbolic.seeds.citation` gives it), then its claims indented by 2: label,
     verdict, mutants killed, and the whole statement.
 
-    Citations and statements are wrapped, never cut; when ``width`` leaves less than 30
-    characters for the statement column, each statement goes on the lines below its row
-    (``gradlab audit`` prints at the default width).
+    Under the verdict counts, the claims wrong as printed are split by their ``failure``
+    (:func:`failure_split`). Citations and statements are wrapped, never cut; when ``width``
+    leaves less than 30 characters for the statement column, each statement goes on the lines
+    below its row (``gradlab audit`` prints at the default width).
 
     Example:
         >>> record = {"seed": "my-notes", "label": "eq1", "verdict": "holds",
@@ -443,6 +444,8 @@ def format_table(records: list[dict], width: int = 110) -> str:
                 lines += ["    " + part for part in wrapped]
     counts = summary_counts(records)
     lines += ["-" * width, *_item_lines([f"{v}: {c}" for v, c in counts.items()], width)]
+    split = failure_split(records)  # what those wrong as printed got wrong, as their checks found
+    lines += textwrap.wrap(f"wrong as printed: {split}", width) if split else []
     if with_mutants:
         lines += textwrap.wrap(mutant_summary(records), width)
     return "\n".join(lines)

@@ -314,6 +314,17 @@ def test_a_table_without_mutants_has_no_mutant_column_and_ids_at_least_5_wide():
     ]
 
 
+def test_the_table_splits_the_claims_wrong_as_printed_by_what_their_checks_found():
+    records = [_record("m", "e1", "fails", "s", failure="ill-typed"),
+               _record("m", "e2", "holds-with-correction", "s", failure="undefined"),
+               _record("m", "e3", "holds-with-correction", "s", failure="undefined"),
+               _record("m", "e4", "holds", "s")]  # fmt: skip
+    lines = format_table(records, width=60).split("\n")
+    # by hand: 2 undefined and 1 ill-typed of the 3 wrong as printed, wrapped at 60 columns
+    assert lines[-2:] == ["wrong as printed: 2 are undefined at a legal input, 1 has",
+                          "the wrong shape or type"]  # fmt: skip
+
+
 def test_a_citation_too_long_for_the_width_keeps_every_word():
     lines = format_table([_record(S002, "eq1", "holds", "s")], width=40).splitlines()
     cited = lines[2:lines.index("  eq1 holds")]
