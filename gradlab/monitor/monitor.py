@@ -530,7 +530,8 @@ class Monitor:
             return
         if loss_tau == self.tau:
             return
-        if not self._tau_warned:
+        # of the Monitor's options and the loss's, alike on every rank: said once, by rank 0
+        if not self._tau_warned and is_rank_zero():
             self._tau_warned = True
             # no tau given: an earlier loss's (or the default), kept as the header records it
             source, remedy = ("", "Leave the Monitor's tau out to use the loss's")
@@ -753,8 +754,8 @@ class Monitor:
         quantities, passed as a preset or one by one, are left out quietly (every preset holds
         some that a given loss cannot serve), unless none of the quantities passed can be
         served: the run would log nothing, said nowhere."""
-        if self.options.quantities is None:
-            return
+        if self.options.quantities is None or not is_rank_zero():
+            return  # of the options and the loss, alike on every rank: said by rank 0 alone
         nothing = all(reason is not None for reason in served)
         for quantity, reason in zip(self.quantities, served, strict=True):
             if (reason is None or quantity.name in self._said_not_served

@@ -63,7 +63,8 @@ class RunFolder:
         resume: continue a run found there.
         overwrite: replace a run found there.
         claim_now: whether this process writes (rank 0): then a live Monitor holding the
-            folder is refused at once.
+            folder is refused at once, and a file of the run that ends later than the run's
+            latest part is warned of (by this process alone: every rank reads the folder).
         strict: raise a sink's fault (as a :class:`GradlabError`) instead of warning.
         not_callers: top-level packages whose frames are not the user's (a trainer that calls
             the loss and ``monitor.step()``): the warning of a resumption at a logged step
@@ -123,6 +124,7 @@ class RunFolder:
         if self.path.is_dir() and claim_now:
             lock.refuse_if_in_use(self.path)  # a live Monitor writes there
         self.previous_header: dict | None = None  # the resumed run's last header, if read
+        self._writes = claim_now  # a warning of the folder's run is given by the writer alone
         self.previous = self._previous_run(resume, overwrite)
         # what a resumption read: the run files' sizes (a log only grows), checked at the claim
         self._read_sizes = self._sizes() if "resumed" in self.previous else None
@@ -200,7 +202,8 @@ class RunFolder:
             return list(ends.values())
         end = max(current.values())
         later = {name: step for name, step in ends.items() if step > end}
-        if later:
+        # of the run folder that every rank reads: said once, by the rank that writes
+        if later and self._writes:
             files = ", ".join(f"{name!r} ends at step {step}" for name, step in later.items())
             warnings.warn(
                 f"gradlab.Monitor: the run in {str(self.path)!r} resumes after step {end}, the "

@@ -1,0 +1,69 @@
+"""Two-rank gloo workers for what the ranks' Monitors must agree on (importable by spawn).
+
+* ``warnings_worker``: a resumption of a folder prepared by the test, with a tau other than
+  the loss's and a quantity one of the watched losses cannot serve.
+
+Each rank writes ``out_<rank>.json``: gradlab's warnings, the error it raised (or None) and
+what the worker counted. The process group times out after :data:`TIMEOUT_S` seconds, so a rank
+left waiting in a collective ends with an error, well inside the test's time box.
+"""
+
+import datetime
+import json
+import os
+import warnings
+
+import torch
+
+import gradlab
+from gradlab.monitor import Loss, Monitor, Quantity, every
+
+TIMEOUT_S = 10
+
+
+def _init(rank: int, world: int, init_file: str) -> None:
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=TIMEOUT_S),
+    )
+
+
+def _batch(rank: int, step: int, width: int = 4):
+    generator = torch.Generator().manual_seed(1000 * rank + step)
+    return torch.randn(8, width, generator=generator), torch.arange(8) % 2
+
+
+def _save(out_dir: str, rank: int, caught, error, **counted) -> None:
+    seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
+    with open(os.path.join(out_dir, f"out_{rank}.json"), "w") as handle:
+        json.dump({"warnings": seen, "error": error, **counted}, handle)
+
+
+class EmbeddingMean(Quantity):
+    """The mean of the step's embeddings (a loss on a score matrix cannot serve it)."""
+
+    name = "embedding_mean"
+    keys = ("embedding_mean",)
+    needs = frozenset({"embeddings"})
+
+    def compute(self, batch):
+        return {"embedding_mean": batch.embeddings.double().mean()}
+
+
+def warnings_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(os.path.join(out_dir, "run"), tau=0.05, resume=True,
+                          quantities=[Loss(every(1)), EmbeddingMean(every(1))])  # fmt: skip
+        monitor.watch(gradlab.NTXentLoss(0.1))  # on a score matrix: no embeddings to read
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))  # another tau than the Monitor's
+        for step in range(2):
+            embeddings, labels = _batch(rank, step)
+            loss_fn(embeddings.requires_grad_(True), labels).backward()
+            monitor.step()
+        monitor.close()
+    _save(out_dir, rank, caught, error)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

@@ -1,0 +1,53 @@
+"""Under torch.distributed (two gloo ranks): what the ranks' Monitors agree on, and who says it.
+
+* The warnings of the run folder's stale file, of a tau other than the loss's and of a quantity
+  a watched loss cannot serve were given by every rank, each with the same words.
+"""
+
+import json
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Monitor
+from tests.helpers.processes import run_two_ranks
+from tests.helpers.ranks_agree import (
+    warnings_worker,
+)
+
+
+def _spawn(tmp_path, worker, what):
+    """Two ranks of ``worker``; returns what each rank wrote."""
+    run_two_ranks(worker, (str(tmp_path / "init"), str(tmp_path)), what)
+    return [json.loads((tmp_path / f"out_{rank}.json").read_text()) for rank in range(2)]
+
+
+def _prepare_a_run_with_a_stale_file(folder) -> None:
+    """Steps 0-5 logged to metrics.jsonl and metrics.csv; then the loop went back to step 2
+    with the JSONL sink alone: metrics.csv ends at step 5, the run's latest part at step 3."""
+    def train(monitor, steps):
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        for _ in range(steps):
+            embeddings = torch.randn(8, 4, requires_grad=True)
+            loss_fn(embeddings, torch.arange(8) % 2).backward()
+            monitor.step()
+
+    with Monitor(folder, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, 6)
+    monitor = Monitor(folder, preset="cheap", every=1, resume=True)
+    monitor.step_count = 2
+    with pytest.warns(UserWarning, match="training went back to an earlier checkpoint"):
+        with monitor:
+            train(monitor, 2)
+
+
+@pytest.mark.slow
+def test_warnings_of_the_folder_and_of_the_watched_losses_are_given_by_rank_0_alone(tmp_path):
+    _prepare_a_run_with_a_stale_file(tmp_path / "run")
+    ranks = _spawn(tmp_path, warnings_worker, "warnings of the whole group")
+    said = ("resumes after step 3", "tau=0.05 differs from",
+            "the embedding_mean quantity, which you passed")
+    for words in said:
+        assert len([w for w in ranks[0]["warnings"] if words in w]) == 1, (words, ranks[0])
+    assert not [w for w in ranks[1]["warnings"] if any(words in w for words in said)]
