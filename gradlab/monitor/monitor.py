@@ -856,17 +856,17 @@ class Monitor:
             return self._write_notes(step, batch)
         return self._record(step, batch, due)
 
-    def _write_notes(self, step: int, batch: BatchView | None, own_batch: bool = False
-                     ) -> dict | None:  # fmt: skip
+    def _write_notes(self, step: int, batch: BatchView | None) -> dict | None:
         """Write a record of the step alone with the note of the quantities disabled since the
         last record (:data:`~gradlab.monitor.sinks.DISABLED_KEY`), when there is one: on a step
         on which nothing else is due, it would otherwise wait for a record that may never
-        come. Under torch.distributed rank 0 alone writes it (no collective is needed).
-        ``own_batch``: as for :meth:`_open`, when this record is the run's first."""
+        come. Under torch.distributed rank 0 alone writes it (no collective is needed). As the
+        run's first record, it holds no step's values: the header cannot say whether they
+        are gathered (:meth:`_open`)."""
         if not self._disabled_notes or not is_rank_zero():
             return None
         self._open(batch.embeddings.device if batch is not None else None,
-                   first_step=self._first_step, own_batch=own_batch)  # fmt: skip
+                   first_step=self._first_step)  # fmt: skip
         record = {"step": step, DISABLED_KEY: self._take_notes()}
         self.folder.write(record)
         return record
@@ -1051,11 +1051,10 @@ class Monitor:
         if self.out_of_step is not None:
             return None
         if not self._scheduled(step):  # a schedule that raised when the call asked it: rank 0
-            return self._write_notes(step, batch, _own_batch(None, batch))  # writes its note
+            return self._write_notes(step, batch)  # writes its note
         agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()
         if agreement is None:  # skipped on every rank (or out of step: noted there)
-            return None if self.out_of_step is not None else self._write_notes(
-                step, batch, _own_batch(None, batch))  # fmt: skip
+            return None if self.out_of_step is not None else self._write_notes(step, batch)
         due = [q for q in self._scheduled(step) if q.name not in self.disabled]
         return self._record(step, batch, due, agreement)
 
@@ -1125,7 +1124,7 @@ class Monitor:
                              same=agreement is not None and agreement.same)  # fmt: skip
             # rank 0 writes the note of one disabled here, which nothing else logged at this
             # step carries (the step's schedule gave it no other quantity)
-            return self._write_notes(step, batch, _own_batch(agreement, batch))
+            return self._write_notes(step, batch)
         changed = batch.changed_since_call()
         if changed and not self._changed_warned:
             self._changed_warned = True
@@ -1212,7 +1211,9 @@ class Monitor:
                 self._said.add(quantity.name)
                 warnings.warn(f"gradlab.Monitor: step {step}: {said}", RuntimeWarning,
                               stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
-        self._open(batch.embeddings.device, first_step=self._first_step, own_batch=own_batch)
+        # a record without a value (every due quantity disabled on it) tells no batch either
+        self._open(batch.embeddings.device, first_step=self._first_step,
+                   own_batch=own_batch if len(record) > 1 else None)  # fmt: skip
         if self._disabled_notes:  # disabled since the last record (this step's included)
             record[DISABLED_KEY] = self._take_notes()
         self.folder.write(record)
@@ -1402,10 +1403,13 @@ class Monitor:
                 "'jsonl' sink: its metrics.jsonl notes it)")
 
     def _open(self, device: torch.device | None, first_step: int | None = None,
-              own_batch: bool = False) -> None:  # fmt: skip
+              own_batch: bool | None = None) -> None:  # fmt: skip
         """Write the run's header (once); ``own_batch``: the first logged step's batch was not
         gathered (every rank's alike, read once; or a score matrix, or queries against
-        candidates, read on each rank as its own)."""
+        candidates, read on each rank as its own); ``None``: the header comes with no step's
+        values (a record of the ``"disabled"`` note alone, or ``close()`` of a run that logged
+        nothing), and under ``distributed="auto"`` its ``gathered`` is ``null``: no batch
+        says."""
         if self._opened:
             return
         self._closed = True  # a refused Monitor writes nothing, not even at close()
@@ -1423,9 +1427,10 @@ class Monitor:
         if self._adapters:  # how the watched losses were read: the same numbers mean the same
             run["inputs"] = sorted({adapter.inputs for adapter in self._adapters})
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
+            gathered = (self._gathers() and not own_batch) if own_batch is not None else (
+                None if self._gathers() else False)  # fmt: skip
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
-                                  "mode": self.distributed,
-                                  "gathered": self._gathers() and not own_batch}  # fmt: skip
+                                  "mode": self.distributed, "gathered": gathered}  # fmt: skip
         self._warn_if_resumed_otherwise(run, first_step)
         try:
             self.folder.open(run, device, first_step)

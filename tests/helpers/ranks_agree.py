@@ -1,5 +1,7 @@
 """Two-rank gloo workers for what the ranks' Monitors must agree on (importable by spawn).
 
+* ``first_note_worker``: the run's first record is the ``"disabled"`` note alone (a quantity's
+  ``at_call`` raises on rank 0 at step 0, where nothing else is due), then the loss is logged.
 * ``warnings_worker``: a resumption of a folder prepared by the test, with a tau other than
   the loss's and a quantity one of the watched losses cannot serve.
 
@@ -37,6 +39,44 @@ def _save(out_dir: str, rank: int, caught, error, **counted) -> None:
     seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
     with open(os.path.join(out_dir, f"out_{rank}.json"), "w") as handle:
         json.dump({"warnings": seen, "error": error, **counted}, handle)
+
+
+class FailsAtFirstCall(Quantity):
+    """The mean of the step's embeddings; its ``at_call`` raises on rank 0 at its first call."""
+
+    name = "fails_at_first_call"
+    keys = ("fails_at_first_call",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, schedule) -> None:
+        super().__init__(schedule)
+        self.calls = 0
+
+    def at_call(self, batch):
+        self.calls += 1
+        if self.calls == 1 and torch.distributed.get_rank() == 0:
+            raise KeyError("injected failure at the call")
+
+    def compute(self, batch):
+        return {"fails_at_first_call": batch.embeddings.double().mean()}
+
+
+def first_note_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(os.path.join(out_dir, "run"), quantities=[
+            Loss(lambda step: step >= 1), FailsAtFirstCall(every(1))])  # fmt: skip
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        for step in range(3):
+            embeddings, labels = _batch(rank, step)
+            loss_fn(embeddings.requires_grad_(True), labels).backward()
+            monitor.step()
+        monitor.close()
+    _save(out_dir, rank, caught, error)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 class EmbeddingMean(Quantity):

@@ -1,5 +1,7 @@
 """Under torch.distributed (two gloo ranks): what the ranks' Monitors agree on, and who says it.
 
+* The header's ``gathered`` said true above a first record that held the ``"disabled"`` note
+  alone: no batch had been logged, gathered or not.
 * The warnings of the run folder's stale file, of a tau other than the loss's and of a quantity
   a watched loss cannot serve were given by every rank, each with the same words.
 """
@@ -10,9 +12,10 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Monitor
+from gradlab.monitor import Monitor, read_jsonl
 from tests.helpers.processes import run_two_ranks
 from tests.helpers.ranks_agree import (
+    first_note_worker,
     warnings_worker,
 )
 
@@ -21,6 +24,16 @@ def _spawn(tmp_path, worker, what):
     """Two ranks of ``worker``; returns what each rank wrote."""
     run_two_ranks(worker, (str(tmp_path / "init"), str(tmp_path)), what)
     return [json.loads((tmp_path / f"out_{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.slow
+def test_a_header_above_a_note_alone_does_not_say_the_batch_was_gathered(tmp_path):
+    _spawn(tmp_path, first_note_worker, "a first record of the note alone")
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert sorted(records[0]) == ["disabled", "step"]  # the run's first record: no value
+    assert [r["step"] for r in records[1:]] == [1, 2]
+    # no batch was logged when the header was written: it cannot say whether one is gathered
+    assert headers[0]["distributed"] == {"world_size": 2, "mode": "auto", "gathered": None}
 
 
 def _prepare_a_run_with_a_stale_file(folder) -> None:
