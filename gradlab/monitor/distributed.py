@@ -19,7 +19,7 @@ gradient all-reduce: the ranks wait until the group times out).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -27,6 +27,7 @@ from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView
 
 __all__ = [
+    "DROPPED_BITS",
     "StepAgreement",
     "agree_on_step",
     "all_gather_rows",
@@ -77,6 +78,8 @@ class StepAgreement:
             differ); ``None`` otherwise.
         same: every rank (two or more) holds the same rows and labels (equal checksums): the
             batch is read once, on each rank its own (:func:`gather_batch`).
+        dropped: the quantities disabled on rank 0, which writes, as rank 0 offered them (bit
+            ``i`` for the Monitor's quantity ``i``): every rank leaves them out from then on.
     """
 
     log: bool
@@ -84,6 +87,7 @@ class StepAgreement:
     skipped: str | None = None
     out_of_step: str | None = None
     same: bool = False
+    dropped: int = 0
 
 
 def collective_device() -> torch.device:
@@ -188,7 +192,7 @@ def decide(table: list[list[int]]) -> StepAgreement:
 
     Example:
         >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 1, 1, 1, 1, 6, 4, 23]])
-        StepAgreement(log=True, rows=(8, 6), skipped=None, out_of_step=None, same=False)
+        StepAgreement(log=True, rows=(8, 6), skipped=None, out_of_step=None, same=False, dropped=0)
         >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 1, 1, 1, 1, 8, 4, 17]]).same
         True
         >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 0, 0, 0, 0, 0, 0, 0]]).skipped
@@ -230,9 +234,13 @@ def decide(table: list[list[int]]) -> StepAgreement:
     return StepAgreement(log=True, rows=tuple(row[6] for row in table), same=same)
 
 
-def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreement:
+def agree_on_step(
+    step: int, calls: int, batch: BatchView | None, dropped: int = 0
+) -> StepAgreement:
     """One collective at a logged step: every rank offers its step, its count of watched calls
     and what its batch holds, and takes the same :func:`decide` decision from the same table.
+    Rank 0 offers with them the quantities it has disabled (``dropped``), which no rank computes
+    or gathers for after this step.
 
     Every rank must call it at the same logged steps (the schedule decides, the same on every
     rank); a rank without a batch still calls it, with ``batch=None``. One small
@@ -243,6 +251,8 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
         step: this rank's step number.
         calls: this rank's count of watched calls so far.
         batch: this rank's batch of the step, or ``None``.
+        dropped: the quantities disabled on this rank, bit ``i`` for the Monitor's quantity
+            ``i`` (the first :data:`DROPPED_BITS`); only rank 0's are read.
 
     Returns:
         The :class:`StepAgreement`; without a process group, the one-rank decision.
@@ -257,17 +267,25 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     """
     mine = _offer(step, calls, batch)
     if not is_distributed():
-        return decide([[*mine, 0]])  # one rank: no copies to tell apart, no checksum needed
+        # one rank: no copies to tell apart, no checksum needed, its own quantities
+        return replace(decide([[*mine, 0]]), dropped=dropped)
     device = batch.embeddings.device if batch is not None else collective_device()
-    offer = torch.tensor([*mine, 0], dtype=torch.int64, device=device)
+    offer = torch.tensor([*mine, 0, dropped], dtype=torch.int64, device=device)
     if batch is not None:  # no batch offers 0, on the collectives' device
-        offer[-1] = checksum(batch)
+        offer[len(_OFFER) - 1] = checksum(batch)
     table = [torch.empty_like(offer) for _ in range(torch.distributed.get_world_size())]
     try:
         torch.distributed.all_gather(table, offer)
     except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
         raise _failed(f"the ranks' agreement on step {step}", error) from error
-    return decide(torch.stack(table).tolist())  # the one host read of the agreement
+    rows = torch.stack(table).tolist()  # the one host read of the agreement
+    return replace(decide([row[: len(_OFFER)] for row in rows]), dropped=rows[0][-1])
+
+
+DROPPED_BITS = 63
+"""The Monitor's quantities (the first, in order) whose being disabled on rank 0 an offer
+carries (:func:`agree_on_step`): the bits of an int64. A quantity past them disabled on rank 0
+is still computed on the other ranks, for nothing."""
 
 
 def _failed(what: str, error: RuntimeError) -> GradlabError:

@@ -47,6 +47,7 @@ from gradlab.monitor.adapters import (
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.monitor.distributed import (
+    DROPPED_BITS,
     PLAN_HORIZON,
     PLAN_STEPS,
     StepAgreement,
@@ -336,6 +337,9 @@ class Monitor:
         self._opened = False
         self._closed = False
         self._rank_in_group: int | None = None  # at the first step, under torch.distributed
+        # torch.distributed: the quantities every rank leaves out, from the step agreed (rank 0
+        # disabled them), and why
+        self._dead: dict[str, tuple[int, str]] = {}
         self._refused: str | None = None  # why the folder was refused at the first record
         self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
                                 overwrite=options.overwrite, claim_now=is_rank_zero(),
@@ -638,7 +642,24 @@ class Monitor:
     def _due_now(self) -> list[Quantity]:
         """The enabled quantities whose schedules log the current step (each asked once)."""
         step, disabled = self.step_count, self.disabled
+        if self._dead:
+            self._retire(step)
         return [q for q in self.quantities if q.name not in disabled and self._asked(q, step)]
+
+    def _live(self, quantity: Quantity, step: int) -> bool:
+        """Whether the ranks agreed to leave ``quantity`` out by ``step`` (:attr:`_dead`)."""
+        dead = self._dead.get(quantity.name)
+        return dead is None or step < dead[0]
+
+    def _retire(self, step: int) -> None:
+        """Disable on this rank each quantity the ranks agreed to leave out by ``step``; rank
+        0, which writes, notes it in the log at the step agreed (unless it was disabled there
+        already, and noted)."""
+        for name, (start, why) in self._dead.items():
+            if start <= step and name not in self.disabled:
+                self.disabled[name] = why
+                if is_rank_zero():
+                    self._note(name, start, why)
 
     def _read_for_the_group(self) -> bool:
         """Whether this rank reads its batch though none of its enabled quantities is due:
@@ -649,14 +670,21 @@ class Monitor:
             return False
         step, disabled = self.step_count, self.disabled
         return any(_due_or_not(q, step) for q in self.quantities
-                   if q.name in disabled and q.name not in self.not_logged)  # fmt: skip
+                   if q.name in disabled and q.name not in self.not_logged
+                   and self._live(q, step))  # fmt: skip
 
     def _wanted(self) -> set[str]:
         """What the enabled quantities need (a gradient is hooked when one of them reads it);
         under torch.distributed the disabled ones too: rank 0 may log one disabled on this rank
         alone, and every rank offers the same gradients to gather."""
-        skipped = {} if self._gathers() else self.disabled
+        skipped = ({name for name in self._dead if not self._live_name(name)}
+                   if self._gathers() else self.disabled)  # fmt: skip
         return set().union(*(q.needs for q in self.quantities if q.name not in skipped))
+
+    def _live_name(self, name: str) -> bool:
+        """:meth:`_live` at the current step, by the quantity's name."""
+        dead = self._dead.get(name)
+        return dead is None or self.step_count < dead[0]
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
                  due: list[Quantity], wanted: set[str] | None = None,
@@ -1041,9 +1069,15 @@ class Monitor:
         return self.distributed == "auto" and is_distributed()
 
     def _scheduled(self, step: int) -> list[Quantity]:
-        """The quantities due at ``step`` by the schedule alone: the same on every rank."""
-        return [q for q in self.quantities if q.name not in self.not_logged and (
-            _due_or_not(q, step) if q.name in self.disabled else self._asked(q, step))]
+        """The quantities due at ``step`` by the schedule alone: the same on every rank (but
+        those the ranks agreed to leave out)."""
+        dead = self._dead
+        if dead:
+            self._retire(step)
+        return [q for q in self.quantities if q.name not in self.not_logged
+                and (not dead or self._live(q, step)) and (
+                    _due_or_not(q, step) if q.name in self.disabled
+                    else self._asked(q, step))]  # fmt: skip
 
     def _step_distributed(self, step: int, batch: BatchView | None) -> dict | None:
         """A step under torch.distributed: every rank agrees first, even one without a batch
@@ -1055,7 +1089,10 @@ class Monitor:
         agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()
         if agreement is None:  # skipped on every rank (or out of step: noted there)
             return None if self.out_of_step is not None else self._write_notes(step, batch)
-        due = [q for q in self._scheduled(step) if q.name not in self.disabled]
+        scheduled = self._scheduled(step)
+        if not scheduled:  # rank 0 had disabled what was due: no rank computes or gathers
+            return self._write_notes(step, batch)
+        due = [q for q in scheduled if q.name not in self.disabled]
         return self._record(step, batch, due, agreement)
 
     def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> StepAgreement | None:
@@ -1067,7 +1104,17 @@ class Monitor:
             GradlabError: the collective failed (it timed out, or a rank ended), with what every
                 rank must do (:func:`~gradlab.monitor.distributed.agree_on_step`).
         """
-        agreement = agree_on_step(step, self.calls - self._calls_before_training, batch)
+        dropped = 0  # what rank 0, which writes, has disabled: no rank computes it any more
+        if is_rank_zero():
+            dropped = sum(1 << index for index, q in enumerate(self.quantities[:DROPPED_BITS])
+                          if q.name in self.disabled and q.name not in self.not_logged
+                          and q.name not in self._dead)  # fmt: skip
+        agreement = agree_on_step(step, self.calls - self._calls_before_training, batch, dropped)
+        for index, quantity in enumerate(self.quantities[:DROPPED_BITS]):
+            if agreement.dropped >> index & 1 and quantity.name not in self._dead:
+                self._dead[quantity.name] = (step, "disabled on rank 0, which writes the log")
+        if self._dead:
+            self._retire(step)
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
             if is_rank_zero():  # the log says so too: every quantity's keys end here
@@ -1593,6 +1640,9 @@ class Monitor:
             if (self._first_step is None or last < 0 or self.out_of_step is not None
                     or self._scheduled(last)):  # fmt: skip
                 return
+            if not any(q.name not in self.not_logged and self._live(q, last)
+                       and not q.needs_grad for q in self.quantities):  # fmt: skip
+                return  # none left to log on any rank (as every rank agreed): no collective
             batch = self._last_batch(last, [q for q in self.quantities if q.name not in
                                             self.disabled and not q.needs_grad])  # fmt: skip
             agreement = self._agree(last, batch, stacklevel=5)  # the caller of close()

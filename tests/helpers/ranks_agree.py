@@ -4,6 +4,8 @@
   ``at_call`` raises on rank 0 at step 0, where nothing else is due), then the loss is logged.
 * ``warnings_worker``: a resumption of a folder prepared by the test, with a tau other than
   the loss's and a quantity one of the watched losses cannot serve.
+* ``dropped_worker``: a quantity whose ``compute`` raises on rank 0 at step 1; each rank counts
+  the calls of its copy.
 
 Each rank writes ``out_<rank>.json``: gradlab's warnings, the error it raised (or None) and
 what the worker counted. The process group times out after :data:`TIMEOUT_S` seconds, so a rank
@@ -105,5 +107,56 @@ def warnings_worker(rank: int, world: int, init_file: str, out_dir: str) -> None
             monitor.step()
         monitor.close()
     _save(out_dir, rank, caught, error)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+class CountedCalls(Quantity):
+    """The rows of the step's batch; counts its ``at_call`` and ``compute`` calls, and its
+    ``compute`` raises on rank 0 at its second call (step 1)."""
+
+    name = "counted_calls"
+    keys = ("counted_calls",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, schedule) -> None:
+        super().__init__(schedule)
+        self.at_calls = self.computes = 0
+
+    def at_call(self, batch):
+        self.at_calls += 1
+
+    def compute(self, batch):
+        self.computes += 1
+        if self.computes == 2 and torch.distributed.get_rank() == 0:
+            raise RuntimeError("injected failure in compute on rank 0")
+        return {"counted_calls": torch.tensor(float(batch.embeddings.shape[0]))}
+
+
+def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    counted = CountedCalls(every(1))
+    gathers = []
+    gather = torch.distributed.all_gather
+
+    def counting(out, tensor, *args, **kwargs):  # the rows gathered: floats (offers are ints)
+        if tensor.is_floating_point():
+            gathers.append(tuple(tensor.shape))
+        return gather(out, tensor, *args, **kwargs)
+
+    torch.distributed.all_gather = counting
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(os.path.join(out_dir, "run"),
+                          quantities=[Loss(lambda step: step < 2), counted])  # fmt: skip
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        for step in range(4):
+            embeddings, labels = _batch(rank, step)
+            loss_fn(embeddings.requires_grad_(True), labels).backward()
+            monitor.step()
+        monitor.close(log_last_step=False)
+    torch.distributed.all_gather = gather
+    _save(out_dir, rank, caught, None, at_calls=counted.at_calls, computes=counted.computes,
+          float_gathers=len(gathers))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()

@@ -3,7 +3,8 @@
 With a one-rank gloo group the Monitor gathers; :class:`MirrorRank` replaces
 ``get_world_size``, ``all_gather`` and ``all_reduce`` by a second rank that holds the same
 values as this one (so a record holds this rank's values) but offers another checksum (its batch
-is another one), and whose offer at the step agreement a test may change.
+is another one), and whose offer at the step agreement a test may change (its first nine
+values; the quantities rank 1 disabled are this rank's).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss, rows, width,
-#                   checksum]
+OFFER_LENGTH = 10  # [step, calls, has batch, has labels, has gradient, has loss, rows, width,
+#                    checksum, quantities disabled on the rank]
 
 
 START_LENGTH = 3  # [step, plan, digest]: the exchange at a Monitor's first step
@@ -49,10 +50,11 @@ class MirrorRank:
         is_offer = tensor.dtype == torch.int64 and tuple(tensor.shape) == (OFFER_LENGTH,)
         self.gathers.append("offer" if is_offer else "rows")
         out[0].copy_(tensor)
-        if is_offer:
-            offer = tensor.tolist()
+        if is_offer:  # ``offers`` sees the first nine (the checksum last); rank 1 disabled
+            offer = tensor.tolist()[:-1]  # what this rank did
             offer[-1] += 1  # another batch than this rank's
-            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), offer)))
+            offered = [*self.offers(int(tensor[0]), offer), int(tensor[-1])]
+            out[1].copy_(torch.tensor(offered))
         else:
             out[1].copy_(tensor)
 

@@ -4,6 +4,8 @@
   alone: no batch had been logged, gathered or not.
 * The warnings of the run folder's stale file, of a tau other than the loss's and of a quantity
   a watched loss cannot serve were given by every rank, each with the same words.
+* A quantity disabled on rank 0, which alone writes, was still computed on rank 1 at every
+  logged step, and the batch gathered for it.
 """
 
 import json
@@ -15,6 +17,7 @@ import gradlab
 from gradlab.monitor import Monitor, read_jsonl
 from tests.helpers.processes import run_two_ranks
 from tests.helpers.ranks_agree import (
+    dropped_worker,
     first_note_worker,
     warnings_worker,
 )
@@ -64,3 +67,16 @@ def test_warnings_of_the_folder_and_of_the_watched_losses_are_given_by_rank_0_al
     for words in said:
         assert len([w for w in ranks[0]["warnings"] if words in w]) == 1, (words, ranks[0])
     assert not [w for w in ranks[1]["warnings"] if any(words in w for words in said)]
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_rank_0_is_computed_and_gathered_for_on_no_rank(tmp_path):
+    ranks = _spawn(tmp_path, dropped_worker, "a quantity disabled on rank 0")
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [sorted(r) for r in records] == [["counted_calls", "loss", "step"],
+                                            ["disabled", "loss", "step"]]  # fmt: skip
+    # rank 1 read and computed its copy at steps 0 and 1 (it learns of rank 0's at step 2's
+    # agreement), not at steps 2 and 3; and the loss, logged at steps 0 and 1 alone, is the
+    # only reason left to gather a batch
+    assert [(rank["at_calls"], rank["computes"]) for rank in ranks] == [(2, 2), (3, 2)]
+    assert [rank["float_gathers"] for rank in ranks] == [2, 2]
