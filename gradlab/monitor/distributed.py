@@ -19,6 +19,8 @@ gradient all-reduce: the ranks wait until the group times out).
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -27,8 +29,10 @@ from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView
 
 __all__ = [
+    "ANSWERS",
     "DROPPED_BITS",
     "StepAgreement",
+    "agree_on_schedules",
     "agree_on_step",
     "all_gather_rows",
     "checksum",
@@ -371,6 +375,87 @@ def rank_zero_step(
             "each would wait at a step another does not log until the process group times out"
         )
     return first
+
+
+ANSWERS = ("does not log it", "logs it", "raises")
+"""A schedule's answer for a step, as :func:`agree_on_schedules` exchanges it: 0, 1 or 2."""
+
+
+def agree_on_schedules(
+    step: int, quantities: int, compared: bytes, answers: Callable[[], bytes]
+) -> dict[int, tuple]:
+    """Where the ranks' schedules part, among the :data:`PLAN_HORIZON` steps from ``step``: one
+    all-gather of three integers (and one host read), made every :data:`PLAN_HORIZON` steps,
+    when the steps the ranks compared last run out; a second one, of every answer, only when
+    the ranks' differ.
+
+    A schedule past the steps compared at the first ``monitor.step()``
+    (:func:`rank_zero_step`) that logs a step on one rank and not on another (one of the
+    user's own that raises there, on one rank) would leave a rank waiting at that step for one
+    that never comes: every rank now finds out here, together, before that step.
+
+    Args:
+        step: the first step of the steps compared.
+        quantities: the Monitor's number of quantities.
+        compared: what this rank's schedules log over those steps, as the ranks compare it (a
+            digest of it travels): equal on every rank when they log the same steps.
+        answers: called only when the ranks' ``compared`` differ: this rank's answer for each
+            quantity and step, ``quantities`` rows of :data:`PLAN_HORIZON` bytes, each an
+            index into :data:`ANSWERS`.
+
+    Returns:
+        By quantity index, for each quantity whose schedules log a step on some rank and not
+        on another: ``(the first such step, every rank's answer there)``; ``{}`` when they
+        agree, and without a process group.
+
+    Raises:
+        GradlabError: a collective failed, or the ranks are at different steps or hold
+            different numbers of quantities.
+
+    Example:
+        >>> agree_on_schedules(0, 1, b"every(n=1)", lambda: bytes([1]) * PLAN_HORIZON)
+        {}
+    """
+    if not is_distributed():
+        return {}
+    digest = int.from_bytes(hashlib.blake2b(compared, digest_size=7).digest(), "little")
+    device = collective_device()
+    mine = torch.tensor([step, quantities, digest], dtype=torch.int64, device=device)
+    world = torch.distributed.get_world_size()
+    table = [torch.empty_like(mine) for _ in range(world)]
+    what = f"the ranks' agreement on their schedules from step {step}"
+    try:
+        torch.distributed.all_gather(table, mine)
+    except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
+        raise _failed(what, error) from error
+    rows = torch.stack(table).tolist()
+    if len({tuple(row) for row in rows}) == 1:
+        return {}
+    if len({tuple(row[:2]) for row in rows}) > 1:
+        said = ", ".join(f"rank {rank} at step {row[0]} with {row[1]} quantities"
+                         for rank, row in enumerate(rows))  # fmt: skip
+        raise GradlabError(
+            f"gradlab.Monitor: {what}: the ranks differ ({said}); under torch.distributed every "
+            "rank must make the Monitor alike and call monitor.step() once per optimizer step"
+        )
+    table_of_mine = answers()
+    if len(table_of_mine) != quantities * PLAN_HORIZON:
+        raise ValueError(f"answers() gave {len(table_of_mine)} bytes, not {quantities} x "
+                         f"{PLAN_HORIZON}")  # fmt: skip
+    own = torch.frombuffer(bytearray(table_of_mine), dtype=torch.uint8).to(device)
+    every = [torch.empty_like(own) for _ in range(world)]
+    try:
+        torch.distributed.all_gather(every, own)
+    except RuntimeError as error:
+        raise _failed(what, error) from error
+    grid = torch.stack(every).reshape(world, quantities, PLAN_HORIZON).cpu()
+    logged = grid == 1  # a schedule that raises logs nothing
+    parts = (logged != logged[:1]).any(dim=0)  # [quantities, steps]: some rank differs there
+    parted = {}
+    for index in parts.any(dim=1).nonzero().flatten().tolist():
+        at = int(parts[index].nonzero()[0])
+        parted[index] = (step + at, tuple(grid[:, index, at].tolist()))
+    return parted
 
 
 def _planned_steps(first: int, plan: int, shown: int = 5) -> str:

@@ -47,10 +47,12 @@ from gradlab.monitor.adapters import (
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.monitor.distributed import (
+    ANSWERS,
     DROPPED_BITS,
     PLAN_HORIZON,
     PLAN_STEPS,
     StepAgreement,
+    agree_on_schedules,
     agree_on_step,
     gather_batch,
     is_distributed,
@@ -138,6 +140,15 @@ def _due_or_not(quantity: Quantity, step: int) -> bool:
         return quantity.should_compute(step)
     except Exception:  # any error of a schedule: reported when its step comes
         return False
+
+
+def _answer(quantity: Quantity, step: int) -> int:
+    """``quantity``'s schedule's answer for ``step`` as the ranks compare it: an index into
+    :data:`~gradlab.monitor.distributed.ANSWERS` (2: it raises)."""
+    try:
+        return int(bool(quantity.should_compute(step)))
+    except Exception:  # any error of a schedule: the ranks compare where it raises
+        return 2
 
 
 def _answer_ahead(quantity: Quantity, step: int) -> None:
@@ -338,8 +349,10 @@ class Monitor:
         self._closed = False
         self._rank_in_group: int | None = None  # at the first step, under torch.distributed
         # torch.distributed: the quantities every rank leaves out, from the step agreed (rank 0
-        # disabled them), and why
+        # disabled them, or their schedules answer differently on the ranks), and why; the
+        # steps whose schedules the ranks compared last (from, to)
         self._dead: dict[str, tuple[int, str]] = {}
+        self._compared: tuple[int, int] | None = None
         self._refused: str | None = None  # why the folder was refused at the first record
         self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
                                 overwrite=options.overwrite, claim_now=is_rank_zero(),
@@ -863,6 +876,7 @@ class Monitor:
         if self._first_step is None:  # where this Monitor's steps start (a resumption's)
             if self._gathers():  # every rank numbers its steps as rank 0, which writes
                 step = self._follow_rank_zero(step, batch)
+                self._compared = (step, step + PLAN_HORIZON)  # its schedules compared there
             self._first_step = step
             # this rank in its group, kept for close(): the group may be gone by then
             self._rank_in_group = torch.distributed.get_rank() if is_distributed() else None
@@ -1068,6 +1082,14 @@ class Monitor:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
         return self.distributed == "auto" and is_distributed()
 
+    def _answers(self, quantity: Quantity, step: int) -> bytes:
+        """``quantity``'s answer for each of the :data:`PLAN_HORIZON` steps from ``step``
+        (:func:`_answer`), 0 where it is left out (:attr:`not_logged`, or by the ranks)."""
+        if quantity.name in self.not_logged:
+            return bytes(PLAN_HORIZON)
+        return bytes(_answer(quantity, at) if self._live(quantity, at) else 0
+                     for at in range(step, step + PLAN_HORIZON))  # fmt: skip
+
     def _scheduled(self, step: int) -> list[Quantity]:
         """The quantities due at ``step`` by the schedule alone: the same on every rank (but
         those the ranks agreed to leave out)."""
@@ -1084,6 +1106,9 @@ class Monitor:
         (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
         if self.out_of_step is not None:
             return None
+        lower, upper = self._compared or (step, step + 1)
+        if not lower <= step < upper:  # past the steps whose schedules the ranks compared
+            self._compare_schedules(step)
         if not self._scheduled(step):  # a schedule that raised when the call asked it: rank 0
             return self._write_notes(step, batch)  # writes its note
         agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()
@@ -1094,6 +1119,60 @@ class Monitor:
             return self._write_notes(step, batch)
         due = [q for q in scheduled if q.name not in self.disabled]
         return self._record(step, batch, due, agreement)
+
+    def _compare_schedules(self, step: int) -> None:
+        """Compare the ranks' schedules over the :data:`PLAN_HORIZON` steps from ``step``
+        (:func:`~gradlab.monitor.distributed.agree_on_schedules`): a quantity whose schedule
+        logs a step on one rank and not on another (one of the user's own that raises there on
+        one rank) is disabled on every rank from that step, with a warning by rank 0 (and by a
+        rank whose schedule raises, with its error); ``strict=True`` raises on every rank. Every
+        :data:`PLAN_HORIZON` steps, on every rank: one all-gather of three integers."""
+        # gradlab's schedules answer by their description alone (the header's): compared as
+        # it, not asked for every step; a schedule of the user's own is asked for each
+        compared = []
+        for quantity in self.quantities:
+            dead = self._dead.get(quantity.name)
+            until = "" if dead is None else f" until {dead[0]}"
+            recorded = (recorded_schedule(quantity.schedule) if type(quantity).should_compute
+                        is Quantity.should_compute else None)  # fmt: skip
+            if quantity.name in self.not_logged:
+                compared.append(b"-")
+            elif recorded is not None:
+                compared.append(f"{recorded}{until}".encode())
+            else:
+                compared.append(bytes(a == 1 for a in self._answers(quantity, step)))
+        parted = agree_on_schedules(
+            step, len(self.quantities), b"\n".join(compared),
+            lambda: b"".join(self._answers(q, step) for q in self.quantities))  # fmt: skip
+        self._compared = (step, step + PLAN_HORIZON)
+        rank = torch.distributed.get_rank()
+        for index, (at, said) in parted.items():
+            quantity = self.quantities[index]
+            ranks = ", ".join(f"rank {r} {ANSWERS[a]}" for r, a in enumerate(said))
+            why = (f"its schedule answers differently on the ranks for step {at} ({ranks}): "
+                   "under torch.distributed a schedule must answer alike on every rank")
+            message = (
+                f"gradlab.Monitor: step {step}: quantity {quantity.name!r}: {why}, or a rank "
+                f"would wait at step {at} for one that never comes until the process group "
+                "times out"
+            )
+            if said[rank] == 2:  # this rank's own error: said here, where it is known
+                try:
+                    quantity.should_compute(at)
+                except Exception as error:
+                    warnings.warn(
+                        f"gradlab.Monitor: the schedule of quantity {quantity.name!r} raises "
+                        f"for step {at} on rank {rank}: {type(error).__name__}: {error}",
+                        RuntimeWarning, stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+                    )  # fmt: skip
+            if self.strict:
+                raise GradlabError(f"{message} (strict=True raises, on every rank, rather than "
+                                   "disable the quantity on every rank)")  # fmt: skip
+            self._dead[quantity.name] = (at, f"disabled on every rank: {why}")
+            if is_rank_zero():  # of the whole group: said once, by rank 0
+                warnings.warn(f"{message}. It is disabled on every rank from step {at} on "
+                              "(strict=True raises instead)", RuntimeWarning,
+                              stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
 
     def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> StepAgreement | None:
         """The ranks' decision on a logged step when it is logged, else ``None`` (a skipped

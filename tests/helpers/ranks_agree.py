@@ -1,5 +1,9 @@
 """Two-rank gloo workers for what the ranks' Monitors must agree on (importable by spawn).
 
+* ``horizon_worker``: a schedule of the user's own that raises on rank 1 alone at
+  :data:`RAISES_AT`, past the steps the ranks compare at their first ``monitor.step()``; the
+  loop runs step 0, then (as a loop resumed from a checkpoint) sets ``monitor.step_count`` to
+  :data:`RESUMED_AT` and runs one step past :data:`RAISES_AT`, under ``DistributedDataParallel``.
 * ``first_note_worker``: the run's first record is the ``"disabled"`` note alone (a quantity's
   ``at_call`` raises on rank 0 at step 0, where nothing else is due), then the loss is logged.
 * ``warnings_worker``: a resumption of a folder prepared by the test, with a tau other than
@@ -20,9 +24,12 @@ import warnings
 import torch
 
 import gradlab
+from gradlab.models import EmbeddingMLP
 from gradlab.monitor import Loss, Monitor, Quantity, every
 
 TIMEOUT_S = 10
+RESUMED_AT = 4095
+RAISES_AT = 4100
 
 
 def _init(rank: int, world: int, init_file: str) -> None:
@@ -41,6 +48,47 @@ def _save(out_dir: str, rank: int, caught, error, **counted) -> None:
     seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
     with open(os.path.join(out_dir, f"out_{rank}.json"), "w") as handle:
         json.dump({"warnings": seen, "error": error, **counted}, handle)
+
+
+class RaisesOnRankOne:
+    """Every step, but raises for :data:`RAISES_AT` on rank 1 (a table of steps that ends
+    early on one rank)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def __call__(self, step: int) -> bool:
+        if self.rank == 1 and step == RAISES_AT:
+            raise RuntimeError("no entry for this step")
+        return True
+
+
+def horizon_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    _init(rank, world, init_file)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(EmbeddingMLP(4, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            monitor = Monitor(os.path.join(out_dir, "run"),
+                              quantities=[Loss(RaisesOnRankOne(rank))])  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for step in [0, *range(RESUMED_AT, RAISES_AT + 2)]:
+                if step == RESUMED_AT:
+                    monitor.step_count = RESUMED_AT
+                images, labels = _batch(rank, step)
+                loss_fn(model(images), labels).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                monitor.step()
+            monitor.close()
+        except Exception as raised:  # the test reads what went wrong
+            error = f"{type(raised).__name__}: {raised}"
+    _save(out_dir, rank, caught, error)
+    del optimizer, model  # DDP's reducer gone before its process group
+    torch.distributed.destroy_process_group()
 
 
 class FailsAtFirstCall(Quantity):

@@ -1,5 +1,10 @@
 """Under torch.distributed (two gloo ranks): what the ranks' Monitors agree on, and who says it.
 
+* A schedule of the user's own that raises on rank 1 alone, past the 4,096 steps the ranks
+  compare at their first ``monitor.step()``, left rank 0 waiting at that step in a collective
+  rank 1 never joined (under DDP, until the process group timed out). The ranks now compare
+  their schedules again when those steps run out, and disable the quantity on every rank from
+  the step where they part.
 * The header's ``gathered`` said true above a first record that held the ``"disabled"`` note
   alone: no batch had been logged, gathered or not.
 * The warnings of the run folder's stale file, of a tau other than the loss's and of a quantity
@@ -17,8 +22,11 @@ import gradlab
 from gradlab.monitor import Monitor, read_jsonl
 from tests.helpers.processes import run_two_ranks
 from tests.helpers.ranks_agree import (
+    RAISES_AT,
+    RESUMED_AT,
     dropped_worker,
     first_note_worker,
+    horizon_worker,
     warnings_worker,
 )
 
@@ -27,6 +35,29 @@ def _spawn(tmp_path, worker, what):
     """Two ranks of ``worker``; returns what each rank wrote."""
     run_two_ranks(worker, (str(tmp_path / "init"), str(tmp_path)), what)
     return [json.loads((tmp_path / f"out_{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.mark.slow
+def test_a_schedule_that_raises_on_one_rank_past_the_compared_steps_hangs_no_rank(tmp_path):
+    ranks = _spawn(tmp_path, horizon_worker, "a schedule raising on rank 1 past step 4095")
+    assert [rank["error"] for rank in ranks] == [None, None]
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    logged = [0, *range(RESUMED_AT, RAISES_AT)]
+    assert [(r["step"], "loss" in r) for r in records] == [
+        *((step, True) for step in logged), (RAISES_AT, False)]  # fmt: skip
+    why = (f"its schedule answers differently on the ranks for step {RAISES_AT} (rank 0 logs "
+           "it, rank 1 raises): under torch.distributed a schedule must answer alike on every "
+           "rank")  # fmt: skip
+    assert records[-1]["disabled"] == {
+        "loss": f"step {RAISES_AT}: disabled on every rank: {why}"}
+    # the group's finding, said once by rank 0; rank 1's own error, said where it is known
+    told = [w for w in ranks[0]["warnings"] if "answers differently" in w]
+    assert len(told) == 1 and told[0].startswith(
+        f"gradlab.Monitor: step 4096: quantity 'loss': {why}")
+    assert f"disabled on every rank from step {RAISES_AT} on" in told[0]
+    assert ranks[1]["warnings"] == [
+        f"gradlab.Monitor: the schedule of quantity 'loss' raises for step {RAISES_AT} on "
+        "rank 1: RuntimeError: no entry for this step"]
 
 
 @pytest.mark.slow
