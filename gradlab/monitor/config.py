@@ -161,10 +161,11 @@ class MonitorConfig:
             raise GradlabError(f"distributed must be 'auto' or 'local'; got {self.distributed!r}")
         _check_config(self.config)
 
-    def make_quantities(self) -> list[Quantity]:
+    def make_quantities(self, warn: bool = True) -> list[Quantity]:
         """The Monitor's quantities: the preset's (on :attr:`every` or the default schedule),
         or the explicit ones; when :attr:`every` is set, copies of them on that schedule (the
-        objects passed keep their own).
+        objects passed keep their own), with a warning (``warn``) when it replaces schedules
+        they were given (under ``torch.distributed`` the Monitor warns on rank 0 alone).
 
         Example:
             >>> [q.name for q in MonitorConfig(preset="cheap").make_quantities()][:2]
@@ -178,7 +179,7 @@ class MonitorConfig:
         given = [f"{q.name} {q.schedule!r}" for q in self.quantities
                  if getattr(q, "schedule_given", False)  # every(1) too, when given
                  or not (isinstance(q.schedule, Every) and q.schedule.n == 1)]  # or set later
-        if given:
+        if given and warn:
             shown = self.every.n if isinstance(self.every, Every) else repr(self.every)
             warnings.warn(
                 f"gradlab.Monitor: every={shown} replaces the schedules the quantities "

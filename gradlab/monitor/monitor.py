@@ -284,7 +284,8 @@ class Monitor:
         self.options = options
         self._tau_given = options.tau is not None
         self.tau = options.tau if self._tau_given else DEFAULT_TAU
-        self.quantities = options.make_quantities()
+        # every= replacing the quantities' own schedules: of the options, alike on every rank
+        self.quantities = options.make_quantities(warn=is_rank_zero())
         self.sinks = options.make_sinks()
         self.distributed = options.distributed
         self.strict = options.strict

@@ -7,7 +7,8 @@
 * ``first_note_worker``: the run's first record is the ``"disabled"`` note alone (a quantity's
   ``at_call`` raises on rank 0 at step 0, where nothing else is due), then the loss is logged.
 * ``warnings_worker``: a resumption of a folder prepared by the test, with a tau other than
-  the loss's and a quantity one of the watched losses cannot serve.
+  the loss's, a quantity one of the watched losses cannot serve and ``every=`` replacing a
+  quantity's own schedule.
 * ``dropped_worker``: a quantity whose ``compute`` raises on rank 0 at step 1; each rank counts
   the calls of its copy.
 
@@ -145,8 +146,8 @@ def warnings_worker(rank: int, world: int, init_file: str, out_dir: str) -> None
     error = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        monitor = Monitor(os.path.join(out_dir, "run"), tau=0.05, resume=True,
-                          quantities=[Loss(every(1)), EmbeddingMean(every(1))])  # fmt: skip
+        monitor = Monitor(os.path.join(out_dir, "run"), tau=0.05, resume=True, every=1,
+                          quantities=[Loss(every(1)), EmbeddingMean(every(2))])  # fmt: skip
         monitor.watch(gradlab.NTXentLoss(0.1))  # on a score matrix: no embeddings to read
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))  # another tau than the Monitor's
         for step in range(2):

@@ -7,8 +7,9 @@
   the step where they part.
 * The header's ``gathered`` said true above a first record that held the ``"disabled"`` note
   alone: no batch had been logged, gathered or not.
-* The warnings of the run folder's stale file, of a tau other than the loss's and of a quantity
-  a watched loss cannot serve were given by every rank, each with the same words.
+* The warnings of the run folder's stale file, of a tau other than the loss's, of a quantity
+  a watched loss cannot serve and of ``every=`` replacing the quantities' own schedules were
+  given by every rank, each with the same words.
 * A quantity disabled on rank 0, which alone writes, was still computed on rank 1 at every
   logged step, and the batch gathered for it.
 """
@@ -94,7 +95,7 @@ def test_warnings_of_the_folder_and_of_the_watched_losses_are_given_by_rank_0_al
     _prepare_a_run_with_a_stale_file(tmp_path / "run")
     ranks = _spawn(tmp_path, warnings_worker, "warnings of the whole group")
     said = ("resumes after step 3", "tau=0.05 differs from",
-            "the embedding_mean quantity, which you passed")
+            "the embedding_mean quantity, which you passed", "every=1 replaces the schedules")
     for words in said:
         assert len([w for w in ranks[0]["warnings"] if words in w]) == 1, (words, ranks[0])
     assert not [w for w in ranks[1]["warnings"] if any(words in w for words in said)]
