@@ -82,7 +82,7 @@ def test_a_rank_offers_its_step_calls_and_what_its_batch_holds(
 def test_a_rank_without_a_batch_offers_zeros_after_its_step_and_calls(one_rank_group, monkeypatch):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agree_on_step(4, 5, None)
-    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0]
+    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0, 0]
 
 
 def test_one_dimensional_embeddings_offer_width_minus_one(one_rank_group, monkeypatch):
@@ -98,14 +98,14 @@ def test_a_batch_that_is_not_gathered_offers_its_kind_not_its_width(
     # a score loss whose last batch is smaller on rank 1 (a 6 x 6 matrix beside 8 x 8) was
     # skipped on every rank, "differ in what they hold": its matrix is never gathered
     code = {"scores": -2, "candidates": -3}[kind]  # neither a width nor 1-D's -1
-    peer_offer = torch.tensor([6, 6, 1, 0, 0, 1, 6, code, 99])
+    peer_offer = torch.tensor([6, 6, 1, 0, 0, 1, 6, code, 99, 0])
     rank1 = _SecondRank(monkeypatch, lambda t: peer_offer)
     extra = ({"on_scores": True} if kind == "scores" else
              {"candidates": torch.ones(5, 2), "positives": torch.ones(8, 5, dtype=torch.bool)})
     agreement = agree_on_step(6, 6, _batch(8, 8, loss=torch.tensor(1.0), **extra))
     assert rank1.offered[0].tolist()[:8] == [6, 6, 1, 0, 0, 1, 8, code]
     assert (agreement.log, agreement.rows, agreement.skipped) == (True, (8, 6), None)
-    _SecondRank(monkeypatch, lambda t: torch.tensor([6, 6, 1, 0, 0, 1, 8, 8, 99]))
+    _SecondRank(monkeypatch, lambda t: torch.tensor([6, 6, 1, 0, 0, 1, 8, 8, 99, 0]))
     other = agree_on_step(6, 6, _batch(8, 8, loss=torch.tensor(1.0), **extra))
     assert other.log is False  # rank 1 holds embeddings of width 8: another loss
     words = {"scores": "a score matrix", "candidates": "queries against candidates"}[kind]
@@ -113,7 +113,7 @@ def test_a_batch_that_is_not_gathered_offers_its_kind_not_its_width(
 
 
 def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_group, monkeypatch):
-    peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2, 99])
+    peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2, 99, 0])
     _SecondRank(monkeypatch, lambda t: peer_offer)
     batch = _batch(3, 2, labels=torch.arange(3), embedding_grad=torch.ones(3, 2),
                    loss=torch.tensor(1.0))  # fmt: skip
@@ -125,11 +125,11 @@ def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_
 @pytest.mark.parametrize(
     ("extra", "peer_offer", "differing"),
     [
-        ({}, [6, 6, 1, 1, 0, 0, 3, 2, 99], "labels"),
-        ({"labels": torch.arange(3)}, [6, 6, 1, 0, 0, 0, 3, 2, 99], "labels"),
-        ({}, [6, 6, 1, 0, 1, 0, 3, 2, 99], "grad"),
-        ({}, [6, 6, 1, 0, 0, 1, 3, 2, 99], "loss"),
-        ({}, [6, 6, 1, 0, 0, 0, 3, 7, 99], "width"),
+        ({}, [6, 6, 1, 1, 0, 0, 3, 2, 99, 0], "labels"),
+        ({"labels": torch.arange(3)}, [6, 6, 1, 0, 0, 0, 3, 2, 99, 0], "labels"),
+        ({}, [6, 6, 1, 0, 1, 0, 3, 2, 99, 0], "grad"),
+        ({}, [6, 6, 1, 0, 0, 1, 3, 2, 99, 0], "loss"),
+        ({}, [6, 6, 1, 0, 0, 0, 3, 7, 99, 0], "width"),
     ],
 )  # fmt: skip
 def test_ranks_whose_batches_hold_different_things_skip_the_step(
@@ -143,7 +143,7 @@ def test_ranks_whose_batches_hold_different_things_skip_the_step(
 
 
 def test_a_batch_on_another_rank_without_a_batch_skips_the_step(one_rank_group, monkeypatch):
-    _SecondRank(monkeypatch, lambda t: torch.tensor([1, 1, 0, 0, 0, 0, 0, 0, 0]))
+    _SecondRank(monkeypatch, lambda t: torch.tensor([1, 1, 0, 0, 0, 0, 0, 0, 0, 0]))
     agreement = agree_on_step(1, 1, _batch())
     assert agreement.log is False
     assert agreement.skipped == (
@@ -154,7 +154,7 @@ def test_a_batch_on_another_rank_without_a_batch_skips_the_step(one_rank_group, 
 def test_one_dimensional_embeddings_agree_with_a_rank_of_one_dimensional_embeddings(
     one_rank_group, monkeypatch
 ):
-    _SecondRank(monkeypatch, lambda t: torch.tensor([2, 2, 1, 0, 0, 0, 4, -1, 99]))
+    _SecondRank(monkeypatch, lambda t: torch.tensor([2, 2, 1, 0, 0, 0, 4, -1, 99, 0]))
     agreement = agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
     assert (agreement.log, agreement.rows) == (True, (5, 4))
 
@@ -162,7 +162,7 @@ def test_one_dimensional_embeddings_agree_with_a_rank_of_one_dimensional_embeddi
 def test_the_offer_travels_on_the_device_of_the_batch_whatever_the_default_device(
     one_rank_group, monkeypatch
 ):
-    peer_offer = torch.tensor([0, 1, 1, 0, 0, 0, 3, 2, 99])
+    peer_offer = torch.tensor([0, 1, 1, 0, 0, 0, 3, 2, 99, 0])
     rank1 = _SecondRank(monkeypatch, lambda t: peer_offer)
     batch = BatchView(embeddings=torch.empty(3, 2, device="meta"))
     agreement = agree_on_step(0, 1, batch)
@@ -506,7 +506,7 @@ def test_a_rank_without_a_batch_offers_on_the_collectives_device_whatever_the_de
     with torch.device("meta"):
         agreement = agree_on_step(4, 5, None)
     assert rank1.offered[0].device.type == "cpu"
-    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0]
+    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0, 0]
     assert agreement.skipped.startswith("rank 0, rank 1 have no batch for step 4")
 
 
