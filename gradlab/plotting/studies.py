@@ -13,6 +13,7 @@ import json
 import math
 import re
 import textwrap
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -54,8 +55,12 @@ def _data_name(result: dict, bundled: str) -> str:
 
 
 def _mean_std(values) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std over the seeds (axis 0), NaN left out; NaN where every seed is
+    NaN (a gap in the line), without numpy's "Mean of empty slice" warning on the terminal."""
     array = np.asarray(values, dtype=float)
-    return np.nanmean(array, axis=0), np.nanstd(array, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(array, axis=0), np.nanstd(array, axis=0)
 
 
 KEPT_GROUP = 20

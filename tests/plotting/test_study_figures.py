@@ -5,6 +5,8 @@ checks of tests/helpers/figure_layout.py."""
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -13,6 +15,8 @@ import pytest
 
 import gradlab.plotting.studies as module
 from tests.helpers.figure_layout import hidden_series, layout_problems
+
+NAN = float("nan")
 
 
 @pytest.fixture
@@ -251,3 +255,28 @@ def test_the_loss_comparison_draws_each_loss_and_the_untrained_line_where_labell
                  for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
                  if x == index]  # fmt: skip
         assert np.mean(values) == pytest.approx(means[0])
+
+
+@pytest.mark.slow  # seconds of drawing
+def test_an_anatomy_step_with_no_share_in_any_seed_is_a_gap_drawn_without_a_warning(figures):
+    # the study writes NaN for the hardest share of a batch where no negative receives gradient
+    # (VSE++ after its margin is met); where every seed has NaN the mean is a gap, and numpy's
+    # "Mean of empty slice" reached the user's terminal
+    result = _image_anatomy((8,))
+    result["seeds"] = [0, 1]
+    for series in result["runs"]["m = 8"].values():
+        for key, values in series["anatomy"]["in_batch"].items():
+            series["anatomy"]["in_batch"][key] = [values[0], values[0]]  # two equal seeds
+    shares = result["runs"]["m = 8"]["SmoothAP"]["anatomy"]["in_batch"]["hardest_10pct_share"]
+    first = list(shares[0])
+    shares[0] = [first[0], NAN, first[2]]
+    shares[1] = [first[0], NAN, first[2]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module.plot_scene_anatomy(result, "a.png")
+    (figure,) = figures
+    panel = figure.axes[2]  # the hardest share
+    (line,) = [line for line in panel.get_lines() if line.get_label() == "m = 8, SmoothAP"]
+    drawn = list(line.get_ydata())
+    assert drawn[0] == pytest.approx(first[0]) and drawn[2] == pytest.approx(first[2])
+    assert math.isnan(drawn[1])
