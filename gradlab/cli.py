@@ -730,7 +730,8 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
 
 
 def check_device(device: str) -> str:
-    """Return ``device`` if torch can compute on it here; else raise :class:`GradlabError`.
+    """Return ``device`` if torch can compute on it here; else raise :class:`GradlabError`
+    naming ``--device`` (:func:`gradlab.experiments.runtime.check_device`).
 
     Example:
         >>> check_device("cpu")
@@ -741,28 +742,9 @@ def check_device(device: str) -> str:
         ...     print(error)
         --device must be cpu, cuda[:N] or mps; got 'banana'
     """
-    import torch
+    from gradlab.experiments.runtime import check_device as check
 
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError, TypeError):
-        raise GradlabError(f"--device must be cpu, cuda[:N] or mps; got {device!r}") from None
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise GradlabError(
-                f"--device {device}: this torch build ({torch.__version__}) sees no CUDA device; "
-                "use --device cpu"
-            )
-        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
-            raise GradlabError(
-                f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible"
-            )
-    elif parsed.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise GradlabError(f"--device {device}: MPS is not available here; use --device cpu")
-    elif parsed.type != "cpu":
-        raise GradlabError(f"--device must be cpu, cuda[:N] or mps; got {device!r}")
-    return device
+    return check(device, "--device")
 
 
 OWN_OUTPUT_BYTES = 1 << 28

@@ -38,11 +38,11 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
-from gradlab.experiments.runtime import check_lr, check_seeds, timing_conditions
+from gradlab.experiments.runtime import check_device, check_lr, check_seeds, timing_conditions
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.progress import progress
-from gradlab.validation import check_positive_int
+from gradlab.validation import check_positive_finite, check_positive_int, check_temperature
 
 DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
 
@@ -268,8 +268,10 @@ def p_vs_batch_size_on_images(
     Raises:
         GradlabError: a missing or malformed folder, an unknown backbone, weights of another
             architecture, a batch size the sampler cannot make from the classes of 4 or more
-            images (fewer than two such classes: any batch size), or seeds that are not distinct
-            whole numbers >= 0; all before any training.
+            images (fewer than two such classes: any batch size), seeds that are not distinct
+            whole numbers >= 0, a device torch cannot compute on here (cpu, cuda[:N] or mps),
+            or a ``tau`` or ``eps`` that is not a positive finite number; all before any
+            training.
 
     Example:
         >>> try:
@@ -278,9 +280,11 @@ def p_vs_batch_size_on_images(
         ...     print(error)
         root must be an existing folder of images; '/no/such/folder' is not
     """
+    check_temperature("tau", tau)  # both read at the first batch: refused before any training
+    check_positive_finite("eps", eps)
     dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr, workers,
+        batch_sizes, epochs, seeds, lr, workers, device,
     )  # fmt: skip
     _say_left_out("p-vs-batch-size", dataset.split, record)
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
@@ -347,11 +351,12 @@ ANATOMY_DIRECTION = "in_batch"
 
 def _setup(
     data, split, layout, list_file, backbone, weights, embedding_dim, image_size, batch_sizes,
-    epochs, seeds, lr, workers=0,
+    epochs, seeds, lr, workers=0, device="cpu",
 ) -> tuple[ImageFolderSplit, list[int], list[int], dict]:  # fmt: skip
     """Every check of a study before it trains: ``(training split, batch sizes, seeds, record)``,
     the split without the classes that cannot fill a batch (:func:`trainable_classes`' record
     says which)."""
+    check_device(device)
     check_positive_int("epochs", epochs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
@@ -711,7 +716,7 @@ def loss_comparison_on_images(
     check_positive_int("timing_repeats", timing_repeats)
     dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr, workers,
+        batch_sizes, epochs, seeds, lr, workers, device,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
                        dataset.paths)
@@ -873,7 +878,7 @@ def anatomy_on_images(
     check_positive_int("logs", logs)
     dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr, workers,
+        batch_sizes, epochs, seeds, lr, workers, device,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
                        dataset.paths)

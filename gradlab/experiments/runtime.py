@@ -195,6 +195,41 @@ def check_lr(lr: object, argument: str = "lr") -> float:
     return value
 
 
+def check_device(device: object, argument: str = "device") -> str:
+    """``device`` if torch can compute on it here (cpu, cuda[:N] that is visible, mps that is
+    available); else :class:`GradlabError` naming ``argument`` (a command line passes
+    ``--device``), before a study reads any image.
+
+    Example:
+        >>> check_device("cpu")
+        'cpu'
+        >>> check_device("banana")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: device must be cpu, cuda[:N] or mps; got 'banana'
+    """
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise GradlabError(f"{argument} must be cpu, cuda[:N] or mps; got {device!r}") from None
+    option = f"{argument} {device}" if argument.startswith("--") else f"{argument}={device!r}"
+    cpu = "--device cpu" if argument.startswith("--") else f"{argument}='cpu'"
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise GradlabError(f"{option}: this torch build ({torch.__version__}) sees no CUDA "
+                               f"device; use {cpu}")  # fmt: skip
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise GradlabError(
+                f"{option}: only {torch.cuda.device_count()} CUDA device(s) visible"
+            )
+    elif parsed.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise GradlabError(f"{option}: MPS is not available here; use {cpu}")
+    elif parsed.type != "cpu":
+        raise GradlabError(f"{argument} must be cpu, cuda[:N] or mps; got {device!r}")
+    return device
+
+
 def check_seeds(seeds: object, argument: str = "seeds") -> list[int]:
     """The seeds of a study's runs: at least one, each a distinct whole number from 0 to
     :data:`~gradlab.validation.MAX_SEED`.

@@ -536,3 +536,30 @@ def test_an_evaluation_split_without_a_query_is_refused_before_training(tmp_path
                    "retrieval would measure nothing; give each evaluation class at least two "
                    "images\n"), err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("study, options, message", [
+    ("p_vs_batch_size_on_images", {"device": "tpu"},
+     "device must be cpu, cuda[:N] or mps; got 'tpu'"),
+    ("loss_comparison_on_images", {"device": "tpu"},
+     "device must be cpu, cuda[:N] or mps; got 'tpu'"),
+    ("anatomy_on_images", {"device": "tpu"},
+     "device must be cpu, cuda[:N] or mps; got 'tpu'"),
+    ("p_vs_batch_size_on_images", {"eps": 0.0}, "eps must be a positive finite number; got 0.0"),
+    ("p_vs_batch_size_on_images", {"eps": float("nan")},
+     "eps must be a positive finite number; got nan"),
+])  # fmt: skip
+def test_a_bad_device_or_slope_threshold_from_python_is_refused_before_training(
+    class_halves, progress_lines, capsys, study, options, message
+):
+    # device="tpu" ended in torch's RuntimeError after the data and the backbone were set up,
+    # and eps=0 in a GradlabError after the first training batch ("training stopped (0 of 1
+    # steps)"), where the docstrings say bad input is refused before any training
+    import gradlab.experiments.image_studies as studies
+
+    run = getattr(studies, study)
+    small = {"image_size": 8, "embedding_dim": 4, "batch_sizes": [8], "epochs": 1}
+    with pytest.raises(GradlabError) as raised:
+        run(class_halves, **small, **options)
+    assert str(raised.value) == message
+    assert "training" not in capsys.readouterr().err
