@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -192,6 +193,23 @@ def test_the_note_on_classes_of_one_size_names_an_option_the_command_has(tmp_pat
     assert (status, err) == (0, "")
     assert out.splitlines()[-1] == "verdict: EQUIVALENT"  # no note: the classes differ in size
     assert json.loads(target.read_text())["class_size"] is None
+
+
+@pytest.mark.parametrize("batch_size", ["8", "12", "32"])
+def test_the_notes_class_sizes_fit_the_batch_size_the_check_ran_at(capsys, batch_size):
+    # at --batch-size 8 the note suggested --class-sizes 2,3,4,7 (16 items), which the same
+    # command then refused: "--class-sizes must add up to --batch-size 8"
+    status, out, _ = _run(["gradient-cache", "--batch-size", batch_size], capsys)
+    assert status == 0
+    note = out.splitlines()[-1]
+    (suggested,) = re.findall(r"--class-sizes (\d+(?:,\d+)+),? in Python", note)
+    sizes = [int(size) for size in suggested.split(",")]
+    assert sum(sizes) == int(batch_size) and len(set(sizes)) > 1
+    assert f"synthetic_problem({batch_size}, class_sizes={sizes})" in note
+    status, out, err = _run(["gradient-cache", "--batch-size", batch_size, "--class-sizes",
+                             suggested], capsys)  # fmt: skip
+    assert (status, err) == (0, "")
+    assert out.splitlines()[-1] == "verdict: EQUIVALENT"  # classes of several sizes: no note
 
 
 def test_class_sizes_of_an_odd_batch_are_taken(capsys):

@@ -391,7 +391,7 @@ def compare(
         reference=reference_name, candidate=candidate_name, loss=loss_name,
         dtype=str(dtype).removeprefix("torch."), world_size=world, atol=atol, rtol=rtol,
         reference_loss=reference.loss, candidate_loss=candidate.loss, quantities=quantities,
-        class_size=_shared_class_size(batch.labels),
+        class_size=_shared_class_size(batch.labels), batch_size=batch.size,
     )  # fmt: skip
 
 
@@ -399,6 +399,34 @@ def _shared_class_size(labels: torch.Tensor) -> int | None:
     """The number of items every class of the batch holds, when they all hold as many."""
     sizes = torch.unique(labels.cpu(), return_counts=True)[1].tolist()
     return sizes[0] if sizes and len(set(sizes)) == 1 else None
+
+
+_EXAMPLE_BATCH = 16
+"""The batch size of the note's example of classes of several sizes where the compared batch is
+too small for one (a batch of 2: two classes of one item each are of one size)."""
+
+
+def _several_class_sizes(batch_size: int | None) -> tuple[int, list[int]]:
+    """``(batch size, class sizes)``: distinct class sizes that add up to ``batch_size``, for the
+    note of an EQUIVALENT verdict on classes of one size (2, 3, 4, ... with the remainder on the
+    last; two classes where that gives one), or ``_EXAMPLE_BATCH``'s where ``batch_size`` has
+    none (None, or below 3).
+
+    Example:
+        >>> _several_class_sizes(16), _several_class_sizes(8), _several_class_sizes(2)
+        ((16, [2, 3, 4, 7]), (8, [2, 6]), (16, [2, 3, 4, 7]))
+    """
+    if batch_size is None or batch_size < 3:
+        return _several_class_sizes(_EXAMPLE_BATCH)
+    sizes: list[int] = []
+    rest, size = batch_size, 2
+    while rest >= size:
+        sizes.append(size)
+        rest, size = rest - size, size + 1
+    if len(sizes) < 2:  # 3 and 4: a class of one item beside the rest
+        return batch_size, [1, batch_size - 1]
+    sizes[-1] += rest  # below the next size: the last stays the largest, every size distinct
+    return batch_size, sizes
 
 
 def _loss_text(loss: float | None) -> str:
@@ -429,6 +457,9 @@ class EquivalenceResult:
             all hold as many, one included (None: classes of several sizes). Losses that weigh
             a query by its number of positives otherwise (a mean over positive pairs, or over
             queries) agree on such a batch: the verdict says so.
+        batch_size: the number of items of the compared batch (the note of an EQUIVALENT
+            verdict on classes of one size suggests class sizes that add up to it); None: not
+            known.
         cause: what makes the candidate, as configured, differ from the whole-batch gradient
             when it does (its ``known_difference``: a built-in step's local loss, a memory
             written before the loss); printed beside a NOT EQUIVALENT verdict. None: nothing
@@ -447,6 +478,7 @@ class EquivalenceResult:
     quantities: list[QuantityComparison]
     class_size: int | None = None
     cause: str | None = None
+    batch_size: int | None = None
 
     @property
     def equivalent(self) -> bool:
@@ -522,6 +554,8 @@ class EquivalenceResult:
         if self.equivalent:
             lines.append("verdict: EQUIVALENT")
             if self.class_size is not None:  # one item each too: one positive per query
+                total, sizes = _several_class_sizes(self.batch_size)
+                batch = "" if total == self.batch_size else f"--batch-size {total} "
                 lines.append(
                     f"note: every class of this batch holds {self.class_size} "
                     f"item{'s' if self.class_size != 1 else ''}, so losses "
@@ -529,8 +563,8 @@ class EquivalenceResult:
                     "positive pairs, or over queries) agree on it; for a loss that takes "
                     "several positives per query, compare on classes of several sizes too, "
                     "adding up to the batch size: on the command line gradlab "
-                    "check-equivalence ... --class-sizes 2,3,4,7, in Python "
-                    "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"
+                    f"check-equivalence ... {batch}--class-sizes {','.join(map(str, sizes))}, "
+                    f"in Python synthetic_problem({total}, class_sizes={sizes})"
                 )
         else:
             untouched = [q.name for q in self.quantities
