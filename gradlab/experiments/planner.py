@@ -45,7 +45,8 @@ ESTIMATED = ("smooth_ap", "smooth_ap_query_included")
 """The losses with a stated memory model (:func:`estimate_smooth_ap`)."""
 
 CALIBRATION_BATCH = 256
-"""The batch size whose time, measured here, the time estimate scales by ``(m / 256)^2``."""
+"""The batch size whose time, measured here, the time estimate scales by ``(m / 256)^2`` (its
+largest multiple of the class size, or two classes where it holds fewer)."""
 
 TIMING_SECONDS = 10.0
 """About how long the timed runs of a measurement may take: a loss whose warm-up pass takes
@@ -370,7 +371,10 @@ def plan(
             "method": f"{memory}; time: not estimated, "
                       f"{_unmeasured(kind) or f'no {kind} device here to measure'}",
         }
-    small = min(batch_size, CALIBRATION_BATCH - CALIBRATION_BATCH % per_class)
+    # the largest multiple of the class size up to CALIBRATION_BATCH, and two classes at least
+    # (a batch of one class gives no query a negative; 256 holds no class of 300)
+    small = min(batch_size, max(CALIBRATION_BATCH - CALIBRATION_BATCH % per_class,
+                                2 * per_class))  # fmt: skip
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {

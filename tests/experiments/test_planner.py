@@ -308,3 +308,22 @@ def test_the_plan_words_its_sizes_and_times_in_readable_units(peak, seconds, mem
                         "device": "cpu", "peak_extra_bytes": peak, "seconds": seconds,
                         "method": "estimated"})  # fmt: skip
     assert f"peak extra memory: {memory} (" in text and f"time per step:     {time} (" in text
+
+
+@pytest.mark.parametrize(("per_class", "batch_size", "calibration"), [
+    (300, 600, 600),  # 256 holds no class of 300: it was measured at m = 0
+    (200, 800, 400),  # 256 holds one class of 200 (no negative): it was measured at m = 200
+    (3, 300, 255),  # the largest multiple of 3 up to 256, as before
+])  # fmt: skip
+def test_the_estimates_cpu_time_is_measured_on_a_batch_of_two_classes_or_more(
+    capsys, per_class, batch_size, calibration
+):
+    # a valid plan ended in "gradlab: batch size must be a positive integer; got 0", naming a
+    # batch size the user never gave
+    assert main(["plan", "--batch-size", str(batch_size), "--dim", "8", "--per-class",
+                 str(per_class), "--estimate"]) == 0  # fmt: skip
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.splitlines()[-1].endswith(
+        f"time: this CPU's at m = {calibration}, scaled by (m / {calibration})^2"
+    )
