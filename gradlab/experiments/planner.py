@@ -375,6 +375,11 @@ def plan(
     # (a batch of one class gives no query a negative; 256 holds no class of 300)
     small = min(batch_size, max(CALIBRATION_BATCH - CALIBRATION_BATCH % per_class,
                                 2 * per_class))  # fmt: skip
+    refuse_beyond_free(least_bytes(small, dim), "cpu", lambda need, free: (
+        f"the estimate's time is measured on this CPU at m = {small} ({small // per_class} "
+        f"classes of {per_class}), which needs at least {need} GiB on cpu (the [m, m] scores and "
+        f"their gradient, the embeddings and theirs), more than the {free} GiB available; try a "
+        "smaller --per-class"))
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {

@@ -327,3 +327,14 @@ def test_the_estimates_cpu_time_is_measured_on_a_batch_of_two_classes_or_more(
     assert out.splitlines()[-1].endswith(
         f"time: this CPU's at m = {calibration}, scaled by (m / {calibration})^2"
     )
+
+
+def test_the_estimates_timing_batch_larger_than_the_free_memory_is_refused(monkeypatch):
+    # two classes of 1000 are timed at m = 2000: [2000, 2000] scores and their gradient and the
+    # [2000, 8] embeddings and theirs, 8 x 2000 x 2008 bytes, more than 1 MiB
+    monkeypatch.setattr("gradlab.memory.available_bytes",
+                        lambda device: 2**20 if device == "cpu" else None)  # fmt: skip
+    need = 8 * 2000 * 2008 / 2**30
+    with pytest.raises(GradlabError, match=rf"m = 2000 .* needs at least {need:.1f} GiB on cpu "
+                                           r".* try a smaller --per-class$"):  # fmt: skip
+        plan("smooth_ap", 4000, 8, per_class=1000, estimate=True)
