@@ -101,6 +101,25 @@ with fewer than 4 images, as a batch takes 4 distinct images of each of its clas
     return text
 
 
+def _amp_sentence(settings: dict) -> str:
+    """`` The backbone ran under torch.autocast ...`` for a run with ``--amp`` (its ``settings``
+    hold ``amp`` and ``device``), whose numbers differ a little from a float32 run's; empty for
+    a float32 run (or a JSON without ``amp``).
+
+    Example:
+        >>> _amp_sentence({"amp": True, "device": "cpu"})
+        ' The backbone ran under torch.autocast in bfloat16 (--amp on cpu); the losses and measurements took its embeddings in float32.'
+        >>> _amp_sentence({"amp": False, "device": "cuda"})
+        ''
+    """  # noqa: E501
+    if settings.get("amp") is not True:
+        return ""
+    device = str(settings.get("device", "cpu"))
+    precision = ("float16 with loss scaling" if device.split(":")[0] == "cuda" else "bfloat16")
+    return (f" The backbone ran under torch.autocast in {precision} (--amp on {device}); the "
+            "losses and measurements took its embeddings in float32.")  # fmt: skip
+
+
 WITHOUT_DIAGONAL = "P minus its diagonal part"
 """P less its diagonal part, a share of all m² pairs: the P table's own column name (the
 Monitor's ``p_off_diagonal``, "P without the diagonal", divides the same pairs by m(m - 1))."""
@@ -118,7 +137,7 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
     lines = [
         f"## P against the batch size (Brown et al., 2020, Fig. S7a){where}",
         "",
-        f"{measurement['data']}; {measurement['model']}."
+        f"{measurement['data']}; {measurement['model']}.{_amp_sentence(setting)}"
         f"{left_out_sentence(measurement.get('training_classes'))} For each m one network from "
         "the same "
         f"weights, {count_noun(setting['epochs'], 'epoch')} of Smooth-AP "
@@ -165,7 +184,7 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
     lines = [
         f"## Ranking losses at m = {config['batch_size']}{where}",
         "",
-        f"{config['data']}; {config['model']}."
+        f"{config['data']}; {config['model']}.{_amp_sentence(config)}"
         f"{left_out_sentence(config.get('training_classes'), evaluated=True)} The same "
         "initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
@@ -230,7 +249,7 @@ def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") 
     lines = [
         f"## Gradient anatomy over training (Bleeker & de Rijke, 2022){where}",
         "",
-        f"{config['data']}; {config['model']}."
+        f"{config['data']}; {config['model']}.{_amp_sentence(config)}"
         f"{left_out_sentence(config.get('training_classes'), evaluated=True)} Each loss trains "
         "its own network from the same "
         f"weights on the same 4-per-class batches for {count_noun(config['epochs'], 'epoch')}; "

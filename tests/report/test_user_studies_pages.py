@@ -1148,3 +1148,28 @@ def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say
         warnings.simplefilter("always")
         check_study_folders([tmp_path], "--studies", rendered=True)
     assert ahead > 0 and caught == []
+
+
+@pytest.mark.parametrize(("device", "precision"), [
+    ("cpu", "bfloat16"), ("cuda", "float16 with loss scaling"), ("cuda:1", "float16 with loss "
+                                                                "scaling")])  # fmt: skip
+def test_a_study_run_with_amp_says_so_after_its_model(device, precision):
+    # an --amp run's page read as a float32 run's: only its JSON said "amp": true, though its
+    # numbers differ a little from a float32 run's
+    sentence = (f"The backbone ran under torch.autocast in {precision} (--amp on {device}); the "
+                "losses and measurements took its embeddings in float32.")
+    losses, anatomy, measurement = _losses(8), _anatomy(), _p(RISING)
+    for settings in (losses["settings"], anatomy["settings"],
+                     measurement["settings"]["trained_at_m"]):  # fmt: skip
+        settings.update(amp=True, device=device)
+    pages = [loss_comparison_markdown(losses, "f.png"), anatomy_markdown(anatomy, "f.png"),
+             p_vs_batch_size_markdown(measurement, "f.png")]  # fmt: skip
+    for page, model in zip(pages, (losses["settings"]["model"], anatomy["settings"]["model"],
+                                   measurement["model"]), strict=True):  # fmt: skip
+        assert f"{model}. {sentence}" in page
+    for settings in (losses["settings"], anatomy["settings"],
+                     measurement["settings"]["trained_at_m"]):  # fmt: skip
+        settings.update(amp=False)
+    for page in (loss_comparison_markdown(losses, "f.png"), anatomy_markdown(anatomy, "f.png"),
+                 p_vs_batch_size_markdown(measurement, "f.png")):  # fmt: skip
+        assert "autocast" not in page
