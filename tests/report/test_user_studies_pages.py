@@ -1133,7 +1133,8 @@ def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, sho
 
 
 def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say(tmp_path):
-    # a NaN share warned in the check and again in the report (numpy's empty-slice mean)
+    # a NaN share warned in the check and again in the report (numpy's empty-slice mean); the
+    # figures now draw a share that is NaN in every seed as a gap, without numpy's warning
     import warnings
 
     data = _p([row[:] for row in RISING])
@@ -1147,7 +1148,7 @@ def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_study_folders([tmp_path], "--studies", rendered=True)
-    assert ahead > 0 and caught == []
+    assert ahead == 0 and caught == []
 
 
 @pytest.mark.parametrize(("device", "precision"), [
