@@ -682,7 +682,8 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
                        help="the loss; cached-mnrl has its own (default: nt-xent)")
     check.add_argument("--processes", type=int, default=None,
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")
-    check.add_argument("--batch-size", type=int, default=16, help="B, even (default: 16)")
+    check.add_argument("--batch-size", type=int, default=16,
+                       help="B, even but for cached-mnrl (default: 16)")
     check.add_argument("--chunk-size", type=int, default=None,
                        help="gradient-cache's chunk, cached-mnrl's mini-batch (default: 4)")
     check.add_argument("--micro-batches", type=int, default=None,

@@ -212,6 +212,15 @@ def test_the_notes_class_sizes_fit_the_batch_size_the_check_ran_at(capsys, batch
     assert out.splitlines()[-1] == "verdict: EQUIVALENT"  # classes of several sizes: no note
 
 
+def test_cached_mnrl_takes_an_odd_batch_whose_every_item_is_its_own_class(capsys):
+    # it was refused: "--batch-size must be even (classes of two); got 5", though cached-mnrl
+    # makes every item its own class and has no classes of two
+    pytest.importorskip("sentence_transformers")
+    status, out, err = _run(["cached-mnrl", "--batch-size", "5", "--chunk-size", "2"], capsys)
+    assert (status, err) == (0, "")
+    assert "verdict: EQUIVALENT" in out.splitlines()
+
+
 def test_class_sizes_of_an_odd_batch_are_taken(capsys):
     status, out, err = _run(["accumulation", "--batch-size", "9", "--micro-batches", "3",
                              "--class-sizes", "2,3,4"], capsys)  # fmt: skip

@@ -209,7 +209,8 @@ def check_builtin(
         timeout: seconds before a distributed run is stopped.
         class_sizes: the items of each class, adding up to ``batch_size`` (which may then be
             odd); ``None``: classes of two. Classes of one size cannot tell apart losses that
-            weigh a query by its number of positives otherwise.
+            weigh a query by its number of positives otherwise. ``cached-mnrl`` makes every
+            item its own class, so its ``batch_size`` may be odd without them.
 
     Returns:
         The :class:`~gradlab.equivalence.EquivalenceResult`.
@@ -253,7 +254,9 @@ def check_builtin(
     ):
         check_positive_int(option, value)  # fmt: skip
     _check_class_sizes(candidate, class_sizes, batch_size)
-    if batch_size % 2 and class_sizes is None:
+    if candidate == "cached-mnrl" and batch_size % 2:  # every item its own class below
+        class_sizes = [1] * batch_size  # an odd batch has no classes of two to draw from
+    elif batch_size % 2 and class_sizes is None:
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
     check_seed("--seed", seed)  # past 2**32 - 1: torch's overflow, mid-run
     check_floating_dtype("dtype", dtype)
