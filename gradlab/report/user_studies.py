@@ -58,6 +58,16 @@ def _stopped_run(folder: Path) -> str:
             "place: move them out to use them)")
 
 
+def _other_studies(folder: Path) -> str:
+    """``; it holds FILE: render it with gradlab study NAME --render`` for each other study's
+    JSON in ``folder`` (a ``--render`` of the wrong study), or ``""``."""
+    held = [(name, sorted(path.name for path in Path(folder).glob(files)))
+            for name, files in STUDY_FILES.items()]  # fmt: skip
+    held = [(name, files) for name, files in held if files]
+    return "".join(f"; it holds {', '.join(files)}: render it with gradlab study {name} --render"
+                   for name, files in held)  # fmt: skip
+
+
 def held_study_results(folder: Path) -> tuple[list[Path], list[Path]]:
     """The results a ``gradlab study`` run left in ``folder``: (its study JSON, every file of
     the run that is there: the JSON, the figure drawn from each, ``summary.md``, ``index.html``).
@@ -485,7 +495,7 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
             raise GradlabError(f"{prefix}{str(folder)!r} does not exist; give the folder a "
                                f"gradlab study run wrote its {STUDY_FILES[name]} into")  # fmt: skip
         raise GradlabError(f"{prefix}{str(folder)!r} holds no {STUDY_FILES[name]} of a gradlab "
-                           f"study{_stopped_run(folder)}")  # fmt: skip
+                           f"study{_stopped_run(folder)}{_other_studies(folder)}")  # fmt: skip
     if name == "losses":
         loaded = [_read_study(name, path, argument) for path in paths]
         first: dict = {}  # batch size -> its first file: a second one would replace it unsaid

@@ -270,6 +270,17 @@ def test_render_without_a_study_json_is_one_line_and_exit_code_2(tmp_path, capsy
                    "gradlab study run wrote its gradient_anatomy.json into\n")
 
 
+def test_render_of_another_study_than_the_folder_holds_names_the_one_it_holds(tmp_path, capsys):
+    # "holds no gradient_anatomy.json" alone left the user to find that the folder holds a
+    # losses run, rendered by gradlab study losses --render
+    (tmp_path / "loss_comparison_m8.json").write_text("{}")
+    assert main(["study", "anatomy", "--render", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gradlab: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab "
+                   "study; it holds loss_comparison_m8.json: render it with gradlab study "
+                   "losses --render\n")
+
+
 def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
     assert main(["study", "losses", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
