@@ -389,3 +389,27 @@ def test_a_verdict_gives_every_reason_it_has_in_order():
 def test_the_losses_differ_beyond_the_tolerance_of_the_reference_loss(losses, atol, rtol, differ):
     verdict = str(_not_equivalent(*losses, atol=atol, rtol=rtol)).split("\n")[-1]
     assert ("the losses differ too" in verdict) is differ
+
+
+@pytest.mark.parametrize(("batch_size", "suggested"), [
+    (8, "check-equivalence ... --class-sizes 2,6, in Python "
+        "synthetic_problem(8, class_sizes=[2, 6])"),
+    (2, "check-equivalence ... --batch-size 16 --class-sizes 2,3,4,7, in Python "
+        "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"),
+    (None, "check-equivalence ... --batch-size 16 --class-sizes 2,3,4,7, in Python "
+           "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"),
+])  # fmt: skip
+def test_the_note_on_classes_of_one_size_suggests_sizes_that_add_up_to_its_batch(
+    batch_size, suggested
+):
+    # 8 = 2 + 6; a batch of 2 (or none known) has no two distinct sizes: an example batch of
+    # 16 = 2 + 3 + 4 + 7, named by --batch-size so that the command takes the sizes
+    agreeing = [QuantityComparison(name, max_abs=0.0, reference_max=1.0, scale=1.0)
+                for name in ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores")]
+    result = EquivalenceResult(
+        reference="FullBatch()", candidate="mine", loss="", dtype="float64", world_size=1,
+        atol=1e-10, rtol=1e-10, reference_loss=1.0, candidate_loss=1.0,
+        quantities=[*agreeing, QuantityComparison("scores", recorded=False)], class_size=1,
+        batch_size=batch_size,
+    )  # fmt: skip
+    assert str(result).endswith(suggested)
