@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import pytest
 
@@ -222,3 +223,16 @@ def test_sinks_of_yours_that_name_one_file_are_refused_together():
         MonitorConfig(sinks=["jsonl", ExportSink(), ExportSink()])
     assert str(caught.value) == (f"{ONCE}sinks[1] (an ExportSink) and sinks[2] (an ExportSink), "
                                  "which both write 'EXPORT.npz' in log_dir; keep one of them")
+
+
+def test_make_quantities_says_which_schedules_every_replaces_unless_told_not_to():
+    from gradlab.monitor.schedules import every
+
+    config = MonitorConfig(quantities=[Loss(every(5))], every=2)
+    with pytest.warns(UserWarning, match=r"every=2 replaces the schedules the quantities were "
+                                         r"given \(loss every\(5\)\)"):  # fmt: skip
+        quantities = config.make_quantities()
+    assert [repr(q.schedule) for q in quantities] == ["every(2)"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warn=False (the ranks after rank 0): said by none
+        assert [repr(q.schedule) for q in config.make_quantities(warn=False)] == ["every(2)"]
