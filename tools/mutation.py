@@ -285,6 +285,7 @@ MONITOR_TESTS = {
                "tests/monitor/test_monitor_faults.py::"
                "test_a_quantity_class_where_its_object_goes_is_refused_saying_so"],
     "distributed": ["tests/monitor/test_distributed_agreement.py",
+                    "tests/monitor/test_distributed_schedules.py",  # agree_on_schedules
                     # a one-process group in process: the agreement's and the step's errors
                     "tests/monitor/test_monitor_second_rank.py",
                     "tests/monitor/test_monitor_paths.py",
