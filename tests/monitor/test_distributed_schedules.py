@@ -63,14 +63,15 @@ def test_ranks_whose_schedules_agree_exchange_three_integers_and_no_answers(
 def test_the_first_step_each_quantity_parts_at_with_every_ranks_answer(one_rank_group, monkeypatch):
     # quantity 0: both log 10 and 30, rank 1 also 20 (rank 0's schedule raises there); quantity 1:
     # alike (one does not log where the other raises: neither logs); quantity 2: rank 0 logs 7
-    mine = _rows({10: 1, 20: 2, 30: 1}, {5: 0, 6: 1}, {7: 1, 9: 1})
+    # and 11 too, the first of them named
+    mine = _rows({10: 1, 20: 2, 30: 1}, {5: 0, 6: 1}, {7: 1, 9: 1, 11: 1})
     peer = _rows({10: 1, 20: 1, 30: 1}, {5: 2, 6: 1}, {9: 1})
     _PeerRank(monkeypatch, lambda t: torch.tensor([t[0], t[1], t[2] + 1]), peer)
     parted = agree_on_schedules(8192, 3, b"mine", lambda: mine)
     expected = {index: (8192 + at, answers)
                 for index, (at, answers) in _first_parting(mine, peer, 3).items()}
     assert parted == expected
-    assert set(parted) == {0, 2}  # the reference finds what the comment above says
+    assert parted[0][0] == 8192 + 20 and parted[2][0] == 8192 + 7 and 1 not in parted
 
 
 @pytest.mark.parametrize(("peer_first", "said"), [
