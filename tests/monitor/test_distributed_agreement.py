@@ -626,3 +626,14 @@ def test_a_step_read_for_the_other_ranks_alone_gathers_no_copy_of_a_batch_held_a
     assert list(monitor.disabled) == ["fails_at_step_one"]
     agreement = offered[1]  # the step's one offer: step, calls, what the batch holds
     assert len(agreement) == 1 and offered[2] == agreement
+
+
+def test_rank_zeros_disabled_quantities_reach_every_rank(one_rank_group, monkeypatch):
+    # this process is rank 0: its mask (quantities 1 and 2) is what the agreement carries,
+    # whatever rank 1 offers there
+    _SecondRank(monkeypatch, lambda t: torch.tensor([*t[:-1].tolist(), 1]))
+    assert agree_on_step(6, 6, _batch(), dropped=0b110).dropped == 0b110
+
+
+def test_without_a_process_group_the_agreement_keeps_this_ranks_disabled_quantities():
+    assert agree_on_step(6, 6, _batch(), dropped=0b101).dropped == 0b101

@@ -99,3 +99,49 @@ def test_answers_of_the_wrong_length_are_refused(one_rank_group, monkeypatch):
 
 def test_without_a_process_group_nothing_is_compared():
     assert agree_on_schedules(0, 1, b"x", lambda: pytest.fail("asked")) == {}
+
+
+def _echo_of(compared: bytes, monkeypatch) -> torch.Tensor:
+    """What a rank whose schedules compare as ``compared`` offers first (its step, count and
+    digest), recorded from a call beside a rank that offers the same."""
+    peer = _PeerRank(monkeypatch, lambda tensor: tensor.clone())
+    offered = []
+    real = peer.all_gather
+    monkeypatch.setattr(torch.distributed, "all_gather",
+                        lambda out, tensor, *a, **k: offered.append(tensor.clone()) or real(
+                            out, tensor))  # fmt: skip
+    agree_on_schedules(0, 1, compared, lambda: pytest.fail("asked"))
+    return offered[0]
+
+
+def test_the_ranks_compare_what_their_schedules_log_not_merely_their_steps(
+        one_rank_group, monkeypatch):
+    # a rank whose schedules compare as b"every(n=2)" beside one whose compare as b"every(n=3)":
+    # their offers differ, and each rank's answers are exchanged
+    other = _echo_of(b"every(n=3)", monkeypatch)
+    _PeerRank(monkeypatch, lambda tensor: other, _rows({1: 1}))
+    asked = []
+    parted = agree_on_schedules(0, 1, b"every(n=2)", lambda: asked.append(1) or _rows({2: 1}))
+    assert asked == [1] and parted == {0: (1, (0, 1))}
+    # and beside one that compares alike: nothing more
+    _PeerRank(monkeypatch, lambda tensor: other)
+    assert agree_on_schedules(0, 1, b"every(n=3)", lambda: pytest.fail("asked")) == {}
+
+
+@pytest.mark.parametrize("failing", [1, 2])
+def test_a_failed_exchange_names_the_comparison_and_the_error(one_rank_group, monkeypatch, failing):
+    # the first exchange (three integers) or the second (the answers) fails: a rank ended
+    peer = _PeerRank(monkeypatch, lambda t: torch.tensor([t[0], t[1], t[2] + 1]), _rows({}))
+    real = peer.all_gather
+
+    def all_gather(out, tensor, *args, **kwargs):
+        if peer.gathers + 1 == failing:
+            raise RuntimeError("Connection closed by peer")
+        real(out, tensor)
+
+    monkeypatch.setattr(torch.distributed, "all_gather", all_gather)
+    with pytest.raises(GradlabError) as failed:
+        agree_on_schedules(4096, 1, b"mine", lambda: _rows({}))
+    assert str(failed.value).startswith(
+        "gradlab.Monitor: the ranks' agreement on their schedules from step 4096 failed "
+        "(RuntimeError: Connection closed by peer): another rank ended")
