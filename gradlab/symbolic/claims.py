@@ -1300,6 +1300,13 @@ def _real(function: Callable[[object], Any], case: object, name: str, index: int
 
 
 def all_hold(verdicts: Sequence[Verdict], prefix: str = "") -> Verdict:
-    """Combine several verdicts: the first that does not hold, else the first."""
+    """Combine several verdicts: the first that does not hold, else the first. Among several
+    that fail as that one does, the first of the strongest :data:`FAILURES` kind (``ill-typed``,
+    then ``wrong-value``, then ``undefined``) is said, with its own detail: a wrong number found
+    by a later check outweighs a missing one found by an earlier."""
     worst = next((v for v in verdicts if v.verdict != _HOLDS), verdicts[0])
+    if worst.failure is not None:
+        order = (_ILL_TYPED, _WRONG_VALUE, _UNDEFINED)
+        alike = [v for v in verdicts if v.verdict == worst.verdict]
+        worst = min(alike, key=lambda v: order.index(v.failure))  # the first of the strongest
     return replace(worst, detail=prefix + worst.detail)

@@ -710,17 +710,20 @@ def discount_relaxation_check(form: Form) -> Verdict:
         'fails'
     """
     relaxed = sp.lambdify((a, b), form.value, "mpmath")
-    over = []
+    over, numbers = [], False  # numbers: a bin it misses with a finite value, a wrong one
     for before, size in LOG_GAP_BINS:
         value = complex(relaxed(mpmath.mpf(before), mpmath.mpf(before + size)))
         exact = math.fsum(log_discount(t) for t in range(before + 1, before + size + 1))
         error = abs(value - exact) if value.imag == 0 else math.inf
         if not error <= discount_tolerance(log_discount, before, size):
             over.append(f"{error:.3g} at (C_(d-1), c_d) = ({before}, {size})")
+            numbers = numbers or cmath.isfinite(value)
+    # undefined when it has no finite value on every bin it misses (Li(1) = -inf at the first)
     return decide(not over, f"It relaxes sum_t 1/ln(t+1) within the trapezoid bound "
                   f"(D(C_(d-1)) - D(C_d))/2 on all {len(LOG_GAP_BINS)} bins (D(1)/2 at the first).",
                   f"|relaxation - sum_t 1/ln(t+1)| exceeds the trapezoid bound on {len(over)} of "
-                  f"{len(LOG_GAP_BINS)} bins: " + "; ".join(over[:3]) + ".")  # fmt: skip
+                  f"{len(LOG_GAP_BINS)} bins: " + "; ".join(over[:3]) + ".",
+                  failure="wrong-value" if numbers else "undefined")  # fmt: skip
 
 
 @_form_errors_fail

@@ -236,3 +236,39 @@ def test_numeric_agreement_of_numpy_values_tells_nan_from_a_number():
         verdict = numeric_agreement(lambda c: np.float64(c) / np.float64(0.0) * 0.0,
                                     lambda c: 0.0, [0.0, 1.0], tolerance=1e-9)  # fmt: skip
     assert (verdict.verdict, verdict.failure) == ("fails", "undefined")
+
+
+# --- several checks in one: the strongest finding is said -----------------------------------
+
+
+def test_checks_combined_say_a_wrong_number_found_after_a_missing_one():
+    from gradlab.symbolic.claims import all_hold
+
+    # the first check finds no value at a case, the second a wrong number: a wrong number is
+    # the stronger finding, and the detail said is the one that found it
+    missing = numeric_agreement(lambda c: math.nan, lambda c: c, [1.0], tolerance=1e-9)
+    wrong = numeric_agreement(lambda c: 2 * c, lambda c: c, [1.0], tolerance=1e-9)
+    assert (missing.failure, wrong.failure) == ("undefined", "wrong-value")
+    combined = all_hold([missing, wrong])
+    assert (combined.verdict, combined.failure, combined.detail) == (
+        "fails", "wrong-value", wrong.detail)
+    assert all_hold([wrong, missing]).failure == "wrong-value"
+    assert all_hold([missing, missing]).detail == missing.detail  # the first of a kind
+
+
+def test_the_li_relaxation_infinite_at_the_first_bin_alone_is_undefined_and_a_doubled_one_not():
+    # He et al. (2018), Eq. 16: Li(C_d + 1) - Li(C_(d-1) + 1) is -Li(1) = +inf at the first bin
+    # and relaxes the discount sum on every other bin: no wrong number anywhere
+    from gradlab.symbolic.tie_aware_claims import (
+        a,
+        b,
+        check_li_first_bin,
+        discount_relaxation_check,
+    )
+
+    printed = Form(sp.li(b + 1) - sp.li(a + 1))
+    relaxation = discount_relaxation_check(printed)
+    assert (relaxation.verdict, relaxation.failure) == ("fails", "undefined")
+    # doubled, it is infinite at the first bin and twice the sum at the others: a wrong number
+    doubled = check_li_first_bin(Form(2 * (sp.li(b + 1) - sp.li(a + 1))))
+    assert (doubled.verdict, doubled.failure) == ("fails", "wrong-value")
