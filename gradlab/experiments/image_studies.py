@@ -254,7 +254,7 @@ def p_vs_batch_size_on_images(
         seeds: distinct whole numbers >= 0; each fixes the initial weights and the batches.
         device: ``"cpu"`` or ``"cuda"``.
         lr: Adam's learning rate (the paper fine-tunes at 1e-5).
-        amp: mixed precision (bfloat16 on CPU, float16 with loss scaling on CUDA).
+        amp: mixed precision (bfloat16 on CPU, float16 with loss scaling on CUDA, float16 on MPS).
         workers: processes that load and augment the images (0: this one); the numbers do not
             depend on it (:class:`StudyImages`).
         tau, eps: the paper's temperature and slope threshold.

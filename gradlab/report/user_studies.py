@@ -125,7 +125,8 @@ def _amp_sentence(settings: dict) -> str:
     if settings.get("amp") is not True:
         return ""
     device = str(settings.get("device", "cpu"))
-    precision = ("float16 with loss scaling" if device.split(":")[0] == "cuda" else "bfloat16")
+    kind = device.split(":")[0]  # as the study chose (image_studies' autocast and scaler)
+    precision = {"cpu": "bfloat16", "cuda": "float16 with loss scaling"}.get(kind, "float16")
     return (f" The backbone ran under torch.autocast in {precision} (--amp on {device}); the "
             "losses and measurements took its embeddings in float32.")  # fmt: skip
 

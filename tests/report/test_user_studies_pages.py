@@ -1153,7 +1153,8 @@ def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say
 
 @pytest.mark.parametrize(("device", "precision"), [
     ("cpu", "bfloat16"), ("cuda", "float16 with loss scaling"), ("cuda:1", "float16 with loss "
-                                                                "scaling")])  # fmt: skip
+                                                                "scaling"),
+    ("mps", "float16")])  # fmt: skip
 def test_a_study_run_with_amp_says_so_after_its_model(device, precision):
     # an --amp run's page read as a float32 run's: only its JSON said "amp": true, though its
     # numbers differ a little from a float32 run's
