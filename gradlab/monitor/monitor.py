@@ -349,9 +349,10 @@ class Monitor:
         self._opened = False
         self._closed = False
         self._rank_in_group: int | None = None  # at the first step, under torch.distributed
-        # torch.distributed: the quantities every rank leaves out, from the step agreed (rank 0
-        # disabled them, or their schedules answer differently on the ranks), and why; the
-        # steps whose schedules the ranks compared last (from, to)
+        # torch.distributed: the quantities every rank leaves out, and why: from the step
+        # where their schedules answer differently on the ranks, or from step 0 (rank 0
+        # disabled them for the rest of the run); the steps whose schedules the ranks compared
+        # last (from, to)
         self._dead: dict[str, tuple[int, str]] = {}
         self._compared: tuple[int, int] | None = None
         self._refused: str | None = None  # why the folder was refused at the first record
@@ -1192,7 +1193,9 @@ class Monitor:
         agreement = agree_on_step(step, self.calls - self._calls_before_training, batch, dropped)
         for index, quantity in enumerate(self.quantities[:DROPPED_BITS]):
             if agreement.dropped >> index & 1 and quantity.name not in self._dead:
-                self._dead[quantity.name] = (step, "disabled on rank 0, which writes the log")
+                # from step 0: rank 0 disabled it for the rest of the run, so it stays left out
+                # at any step, one that a loop gone back to an earlier checkpoint runs again too
+                self._dead[quantity.name] = (0, "disabled on rank 0, which writes the log")
         if self._dead:
             self._retire(step)
         if agreement.out_of_step is not None:

@@ -209,3 +209,36 @@ def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
           float_gathers=len(gathers))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+def went_back_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """``dropped_worker``'s quantity, the loss logged at step 0 alone; after step 3 the loop goes
+    back to step 1 (an earlier checkpoint) and runs steps 1 to 3 again."""
+    _init(rank, world, init_file)
+    counted = CountedCalls(every(1))
+    gathers = []
+    gather = torch.distributed.all_gather
+
+    def counting(out, tensor, *args, **kwargs):  # the rows gathered: floats (offers are ints)
+        if tensor.is_floating_point():
+            gathers.append(tuple(tensor.shape))
+        return gather(out, tensor, *args, **kwargs)
+
+    torch.distributed.all_gather = counting
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(os.path.join(out_dir, "run"),
+                          quantities=[Loss(lambda step: step == 0), counted])  # fmt: skip
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        for step in [0, 1, 2, 3, 1, 2, 3]:
+            if step == 1 and monitor.step_count == 4:
+                monitor.step_count = 1  # back to an earlier checkpoint
+            embeddings, labels = _batch(rank, step)
+            loss_fn(embeddings.requires_grad_(True), labels).backward()
+            monitor.step()
+        monitor.close(log_last_step=False)
+    torch.distributed.all_gather = gather
+    _save(out_dir, rank, caught, None, at_calls=counted.at_calls, computes=counted.computes,
+          float_gathers=len(gathers))
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()

@@ -29,6 +29,7 @@ from tests.helpers.ranks_agree import (
     first_note_worker,
     horizon_worker,
     warnings_worker,
+    went_back_worker,
 )
 
 
@@ -112,3 +113,17 @@ def test_a_quantity_disabled_on_rank_0_is_computed_and_gathered_for_on_no_rank(t
     # only reason left to gather a batch
     assert [(rank["at_calls"], rank["computes"]) for rank in ranks] == [(2, 2), (3, 2)]
     assert [rank["float_gathers"] for rank in ranks] == [2, 2]
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_rank_0_stays_left_out_after_the_loop_goes_back(tmp_path):
+    # disabled on rank 0 at step 1 (rank 1 learns of it at step 2's agreement); the loop then
+    # goes back to step 1: the quantity, disabled for the rest of the run on both ranks, was
+    # read and gathered for again at steps before the one the ranks had agreed on
+    ranks = _spawn(tmp_path, went_back_worker, "a loop gone back past a quantity left out")
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]  # step 1: the note of rank 0's copy alone
+    assert "counted_calls" in records[1]["disabled"]
+    # gathered at steps 0 and 1 alone (the loss, and rank 0's copy that raised there)
+    assert [rank["float_gathers"] for rank in ranks] == [2, 2]
+    assert [rank["computes"] for rank in ranks] == [2, 2]
