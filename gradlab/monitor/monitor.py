@@ -1108,9 +1108,12 @@ class Monitor:
         (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
         if self.out_of_step is not None:
             return None
-        lower, upper = self._compared or (step, step + 1)
-        if not lower <= step < upper:  # past the steps whose schedules the ranks compared
-            self._compare_schedules(step)
+        if self._compared is not None:
+            lower, upper = self._compared
+            if not lower <= step < upper:  # a step set elsewhere: compared from it
+                self._compare_schedules(step)
+            elif step + 1 == upper:  # the last step compared: the next ones, before the next
+                self._compare_schedules(step + 1)  # step's watched call asks its schedules
         if not self._scheduled(step):  # a schedule that raised when the call asked it: rank 0
             return self._write_notes(step, batch)  # writes its note
         agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()

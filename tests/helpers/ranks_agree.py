@@ -242,3 +242,40 @@ def went_back_worker(rank: int, world: int, init_file: str, out_dir: str) -> Non
           float_gathers=len(gathers))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+class RaisesOnRankOneAt:
+    """Every step, but raises for ``at`` on rank 1."""
+
+    def __init__(self, rank: int, at: int) -> None:
+        self.rank, self.at = rank, at
+
+    def __call__(self, step: int) -> bool:
+        if self.rank == 1 and step == self.at:
+            raise RuntimeError("no entry for this step")
+        return True
+
+
+def boundary_strict_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """A schedule of the user's own that raises on rank 1 alone at step 4096, the first step
+    past those compared at the first ``monitor.step()``, under ``strict=True``: the loop runs
+    step 0, then (resumed) steps 4095 to 4097."""
+    _init(rank, world, init_file)
+    error = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            monitor = Monitor(os.path.join(out_dir, "run"), strict=True,
+                              quantities=[Loss(RaisesOnRankOneAt(rank, 4096))])  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for step in [0, 4095, 4096, 4097]:
+                if step == 4095:
+                    monitor.step_count = 4095
+                embeddings, labels = _batch(rank, step)
+                loss_fn(embeddings.requires_grad_(True), labels).backward()
+                monitor.step()
+            monitor.close()
+        except Exception as raised:  # the test reads what went wrong
+            error = f"{type(raised).__name__}: {raised}"
+    _save(out_dir, rank, caught, error)
+    torch.distributed.destroy_process_group()

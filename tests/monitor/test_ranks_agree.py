@@ -25,6 +25,7 @@ from tests.helpers.processes import run_two_ranks
 from tests.helpers.ranks_agree import (
     RAISES_AT,
     RESUMED_AT,
+    boundary_strict_worker,
     dropped_worker,
     first_note_worker,
     horizon_worker,
@@ -127,3 +128,15 @@ def test_a_quantity_disabled_on_rank_0_stays_left_out_after_the_loop_goes_back(t
     # gathered at steps 0 and 1 alone (the loss, and rank 0's copy that raised there)
     assert [rank["float_gathers"] for rank in ranks] == [2, 2]
     assert [rank["computes"] for rank in ranks] == [2, 2]
+
+
+@pytest.mark.slow
+def test_strict_raises_on_every_rank_for_a_schedule_that_parts_at_the_first_uncompared_step(
+        tmp_path):  # fmt: skip
+    # the ranks compared the next 4,096 steps only at step 4096's step(), after its watched
+    # call had asked the schedule: rank 1 raised there alone, and rank 0 waited for it in the
+    # comparison until the process group timed out
+    ranks = _spawn(tmp_path, boundary_strict_worker, "strict=True at the first step uncompared")
+    for rank in ranks:
+        assert rank["error"] is not None and "strict=True raises, on every rank" in rank["error"]
+        assert "for step 4096 (rank 0 logs it, rank 1 raises)" in rank["error"]
