@@ -310,3 +310,16 @@ def test_a_reference_with_a_zero_gradient_is_one_line_and_exit_2_not_equivalent(
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith("gradlab: the reference's gradient is exactly zero everywhere ")
     assert "the loss is constant on this batch" in err
+
+
+def test_cached_mnrls_verdict_suggests_no_class_sizes_which_it_refuses(capsys):
+    # the note of an EQUIVALENT verdict on classes of one item suggested --class-sizes 2,3
+    # (Python: synthetic_problem(5, class_sizes=[2, 3])), which cached-mnrl refuses: its loss
+    # takes the pair's own item as the only positive, every item its own class
+    pytest.importorskip("sentence_transformers")
+    status, out, err = _run(["cached-mnrl", "--batch-size", "5", "--chunk-size", "2"], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[-1] == "verdict: EQUIVALENT"
+    status, _, err = _run(["cached-mnrl", "--batch-size", "5", "--chunk-size", "2",
+                           "--class-sizes", "2,3"], capsys)  # fmt: skip
+    assert status != 0 and "--class-sizes does not apply to cached-mnrl" in err

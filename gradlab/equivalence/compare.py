@@ -460,6 +460,9 @@ class EquivalenceResult:
         batch_size: the number of items of the compared batch (the note of an EQUIVALENT
             verdict on classes of one size suggests class sizes that add up to it); None: not
             known.
+        fixed_classes: why the compared step's classes cannot be chosen (``cached-mnrl``'s
+            loss takes the pair's own item as the only positive): the verdict then suggests no
+            class sizes; None: they can.
         cause: what makes the candidate, as configured, differ from the whole-batch gradient
             when it does (its ``known_difference``: a built-in step's local loss, a memory
             written before the loss); printed beside a NOT EQUIVALENT verdict. None: nothing
@@ -479,6 +482,7 @@ class EquivalenceResult:
     class_size: int | None = None
     cause: str | None = None
     batch_size: int | None = None
+    fixed_classes: str | None = None
 
     @property
     def equivalent(self) -> bool:
@@ -553,7 +557,8 @@ class EquivalenceResult:
         lines.append("")
         if self.equivalent:
             lines.append("verdict: EQUIVALENT")
-            if self.class_size is not None:  # one item each too: one positive per query
+            # one item each too: one positive per query (unless no other classes can be had)
+            if self.class_size is not None and self.fixed_classes is None:
                 total, sizes = _several_class_sizes(self.batch_size)
                 batch = "" if total == self.batch_size else f"--batch-size {total} "
                 lines.append(
