@@ -699,12 +699,13 @@ def test_an_empty_bin_ends_at_n_d_equal_to_c_prev_plus_c():
 
 
 def test_a_first_bin_li_difference_reports_its_value_at_c_d_1():
-    # ln(C_d - 1) at C_d = 1, 2, 5: -inf, 0, ln 4; the failure names the first of them
+    # ln(C_d - 1) at C_d = 1, 2, 5: -inf, 0, ln 4. Undefined at the first (Li(1) = -inf) and a
+    # wrong number at the others: the wrong numbers outweigh, and the failure names them from
+    # the first bin on
     verdict = check_li_first_bin(Form(sp.log(b - 1)))
-    assert (verdict.verdict, verdict.detail) == (
-        "fails",
-        "at C_(d-1) = 0 the printed difference is -inf (Li(1) = -inf).",
-    )
+    assert (verdict.verdict, verdict.failure) == ("fails", "wrong-value")
+    assert verdict.detail.startswith("|relaxation - sum_t 1/ln(t+1)| exceeds the trapezoid bound")
+    assert ": inf at (C_(d-1), c_d) = (0, 1); " in verdict.detail
 
 
 def test_no_ties_as_the_paper_says_holds_exactly():
