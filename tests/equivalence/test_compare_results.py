@@ -394,6 +394,10 @@ def test_the_losses_differ_beyond_the_tolerance_of_the_reference_loss(losses, at
 @pytest.mark.parametrize(("batch_size", "suggested"), [
     (8, "check-equivalence ... --class-sizes 2,6, in Python "
         "synthetic_problem(8, class_sizes=[2, 6])"),
+    (3, "--class-sizes 1,2, in Python synthetic_problem(3, class_sizes=[1, 2])"),
+    (4, "--class-sizes 1,3, in Python synthetic_problem(4, class_sizes=[1, 3])"),
+    (5, "--class-sizes 2,3, in Python synthetic_problem(5, class_sizes=[2, 3])"),
+    (9, "--class-sizes 2,3,4, in Python synthetic_problem(9, class_sizes=[2, 3, 4])"),
     (2, "check-equivalence ... --batch-size 16 --class-sizes 2,3,4,7, in Python "
         "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"),
     (None, "check-equivalence ... --batch-size 16 --class-sizes 2,3,4,7, in Python "
@@ -402,8 +406,9 @@ def test_the_losses_differ_beyond_the_tolerance_of_the_reference_loss(losses, at
 def test_the_note_on_classes_of_one_size_suggests_sizes_that_add_up_to_its_batch(
     batch_size, suggested
 ):
-    # 8 = 2 + 6; a batch of 2 (or none known) has no two distinct sizes: an example batch of
-    # 16 = 2 + 3 + 4 + 7, named by --batch-size so that the command takes the sizes
+    # 8 = 2 + 6, 5 = 2 + 3, 9 = 2 + 3 + 4; 3 and 4 have no two distinct sizes of two or more:
+    # a class of one beside the rest; a batch of 2 (or none known) has none at all: an example
+    # batch of 16 = 2 + 3 + 4 + 7, named by --batch-size so that the command takes the sizes
     agreeing = [QuantityComparison(name, max_abs=0.0, reference_max=1.0, scale=1.0)
                 for name in ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores")]
     result = EquivalenceResult(
