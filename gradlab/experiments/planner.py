@@ -379,7 +379,7 @@ def plan(
         f"the estimate's time is measured on this CPU at m = {small} ({small // per_class} "
         f"classes of {per_class}), which needs at least {need} GiB on cpu (the [m, m] scores and "
         f"their gradient, the embeddings and theirs), more than the {free} GiB available; try a "
-        "smaller --per-class"))
+        "smaller class size (per_class; --per-class on the command line)"))
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -59,13 +60,13 @@ def _stopped_run(folder: Path) -> str:
 
 
 def _other_studies(folder: Path) -> str:
-    """``; it holds FILE: render it with gradlab study NAME --render`` for each other study's
-    JSON in ``folder`` (a ``--render`` of the wrong study), or ``""``."""
+    """``; it holds FILE: render it with gradlab study NAME --render --out FOLDER`` for each
+    other study's JSON in ``folder`` (a ``--render`` of the wrong study), or ``""``."""
     held = [(name, sorted(path.name for path in Path(folder).glob(files)))
             for name, files in STUDY_FILES.items()]  # fmt: skip
     held = [(name, files) for name, files in held if files]
-    return "".join(f"; it holds {', '.join(files)}: render it with gradlab study {name} --render"
-                   for name, files in held)  # fmt: skip
+    return "".join(f"; it holds {', '.join(files)}: render it with gradlab study {name} --render "
+                   f"--out {shlex.quote(str(folder))}" for name, files in held)  # fmt: skip
 
 
 def held_study_results(folder: Path) -> tuple[list[Path], list[Path]]:

@@ -278,7 +278,7 @@ def test_render_of_another_study_than_the_folder_holds_names_the_one_it_holds(tm
     err = capsys.readouterr().err
     assert err == (f"gradlab: {str(tmp_path)!r} holds no gradient_anatomy.json of a gradlab "
                    "study; it holds loss_comparison_m8.json: render it with gradlab study "
-                   "losses --render\n")
+                   f"losses --render --out {shlex.quote(str(tmp_path))}\n")
 
 
 def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):

@@ -336,5 +336,6 @@ def test_the_estimates_timing_batch_larger_than_the_free_memory_is_refused(monke
                         lambda device: 2**20 if device == "cpu" else None)  # fmt: skip
     need = 8 * 2000 * 2008 / 2**30
     with pytest.raises(GradlabError, match=rf"m = 2000 .* needs at least {need:.1f} GiB on cpu "
-                                           r".* try a smaller --per-class$"):  # fmt: skip
+                                           r".* try a smaller class size \(per_class; --per-class "
+                                           r"on the command line\)$"):  # fmt: skip
         plan("smooth_ap", 4000, 8, per_class=1000, estimate=True)
