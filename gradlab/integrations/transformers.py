@@ -642,8 +642,7 @@ class GradlabTrainerCallback(TrainerCallback):
         if "loss" not in logs and self._training_entry_follows(state):
             return  # an evaluation's entry: the Trainer's training entry of the step comes next
         self._forwarded_step = state.global_step
-        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()
-                  if key != "step"}  # fmt: skip
+        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
         taken = sorted(key for key in values if key in logs)  # the Trainer's own: kept
         if taken:
             values = {key: value for key, value in values.items() if key not in logs}

@@ -71,10 +71,11 @@ def reference_loss(seed):
 def test_records_carry_the_global_step_after_the_optimizer_step_and_reach_the_logs(tmp_path):
     callback = GradlabTrainerCallback(preset="cheap", prefix="g/")
     args, state = arguments(tmp_path), trainer_state()
+    assert callback.run_dir is None  # no train() yet
     callback.on_train_begin(args, state, None)
     logs, losses = train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 3)
     callback.on_train_end(args, state, None)
-    assert callback.monitor is None
+    assert callback.monitor is None and callback.run_dir == tmp_path / "out" / DEFAULT_FOLDER
     _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
     assert [record["step"] for record in records] == [1, 2, 3]  # as log_history counts
     assert losses == pytest.approx([reference_loss(100 * step) for step in range(3)], rel=1e-6)
