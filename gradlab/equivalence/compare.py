@@ -54,6 +54,11 @@ QUANTITIES = ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores", "score
 """The compared quantities, in table order: four gradients and the score values themselves
 (where both steps computed them: a score computed from the wrong pair shows there)."""
 
+UNMEASURED = ("max_abs", "reference_max", "relative", "threshold", "scale")
+"""The measures of a :class:`QuantityComparison` that a quantity not recorded by both steps has
+none of: ``null`` in :meth:`EquivalenceResult.to_dict` (its ``agrees`` and ``scaled_agrees``
+are None already)."""
+
 
 NO_GRADIENT = "the candidate left no gradient (no backward pass reached it)"
 """What the ``where`` column says of a quantity the candidate never back-propagated into."""
@@ -511,7 +516,9 @@ class EquivalenceResult:
         )
 
     def to_dict(self) -> dict:
-        """The result as plain JSON-ready values (NaN and inf as strings)."""
+        """The result as plain JSON-ready values (NaN and inf as strings); a quantity not
+        recorded by both steps has ``null`` measures (:data:`UNMEASURED`), not zeros that would
+        read as agreement."""
 
         def plain(value):
             if isinstance(value, float) and not math.isfinite(value):
@@ -529,7 +536,8 @@ class EquivalenceResult:
             "reference_loss": self.reference_loss, "candidate_loss": self.candidate_loss,
             "equivalent": self.equivalent, "differing": self.differing,
             "class_size": self.class_size, "cause": self.cause,
-            "quantities": {q.name: asdict(q) for q in self.quantities},
+            "quantities": {q.name: asdict(q) | ({} if q.recorded else dict.fromkeys(UNMEASURED))
+                           for q in self.quantities},
         })  # fmt: skip
 
     def __str__(self) -> str:

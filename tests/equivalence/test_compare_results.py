@@ -195,11 +195,12 @@ def test_to_dict_holds_every_field_with_nan_and_inf_as_strings():
 
 
 def test_a_quantity_not_recorded_by_both_steps_has_no_verdict_in_the_dict():
-    # it was written "agrees": true, "scaled_agrees": true, where the table says "skipped"
+    # it was written "agrees": true, "scaled_agrees": true, where the table says "skipped";
+    # then max_abs 0.0, relative 0.0, as if it agreed: no measure at all
     queries = torch.ones(3, 1, dtype=torch.float64)
     result = compare(_gradients(queries), _gradients(), _batch(3), atol=0.5, rtol=0)
-    empty = {"recorded": False, "max_abs": 0.0, "reference_max": 0.0, "relative": 0.0,
-             "threshold": 0.0, "agrees": None, "scale": "nan", "scaled_agrees": None,
+    empty = {"recorded": False, "max_abs": None, "reference_max": None, "relative": None,
+             "threshold": None, "agrees": None, "scale": None, "scaled_agrees": None,
              "parameters": [], "rows": [], "columns": [], "memory_slots": [], "ranks": [],
              "worst": {}, "unscored": 0, "negatives_with_gradient": {}, "no_gradient": False}
     record = result.to_dict()
