@@ -1254,6 +1254,15 @@ def test_check_device_keeps_the_users_spelling():
     assert check_device("cpu:0") == "cpu:0"
 
 
+def test_plan_refuses_a_cpu_index_past_the_one_cpu_device(capsys, plans):
+    # it was accepted and printed "on cpu:1", as if there were a second CPU device
+    code, out, err = _run(["plan", "--batch-size", "16", "--dim", "8", "--device", "cpu:1"],
+                          capsys)  # fmt: skip
+    assert (code, out, plans) == (2, "", [])
+    assert err == ("gradlab: --device cpu:1: torch has one CPU device, cpu (or cpu:0); use "
+                   "--device cpu\n")
+
+
 def test_a_staging_folder_left_by_a_crash_is_cleared_first(tmp_path, capsys, monkeypatch):
     import gradlab.report
 

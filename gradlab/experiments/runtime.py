@@ -227,6 +227,8 @@ def check_device(device: object, argument: str = "device") -> str:
             raise GradlabError(f"{option}: MPS is not available here; use {cpu}")
     elif parsed.type != "cpu":
         raise GradlabError(f"{argument} must be cpu, cuda[:N] or mps; got {device!r}")
+    elif parsed.index not in (None, 0):  # torch takes cpu:1, and computes on the one CPU
+        raise GradlabError(f"{option}: torch has one CPU device, cpu (or cpu:0); use {cpu}")
     return device
 
 
