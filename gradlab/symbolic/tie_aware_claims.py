@@ -36,6 +36,7 @@ from gradlab.symbolic.claims import (
     scaled,
     substituted,
     symbolic_equality,
+    undecided,
     with_parameters,
 )
 
@@ -560,6 +561,9 @@ def first_bin_limit(form: Form) -> Verdict:
     term = form.value.subs({c: 3, c_pos: sp.Rational(1, 2), C_pos_prev: 0, N_plus: 2})
     term = term.subs(N_d, C_prev + 3)
     limit = sp.limit(term, C_prev, 0, "+")
+    if limit.is_finite is None and limit is not sp.nan:  # an unevaluated limit, a free symbol
+        return undecided(f"SymPy cannot tell whether the term's limit at the first bin, "
+                         f"{limit}, is finite.")  # fmt: skip
     return decide(limit.is_finite is True, f"the term tends to {limit} at the first bin.",
                   f"the term tends to {limit} as C_(d-1) -> 0+ (first bin).",
                   failure="undefined" if limit.is_finite is False or limit is sp.nan
@@ -594,6 +598,9 @@ def empty_bin_value(form: Form) -> Verdict:
     """
     term = form.value.subs({C_prev: 3, C_pos_prev: 1, N_plus: 2, sp.Symbol("rho"): sp.Rational(1, 2)})
     value = term.subs(N_d, 3 + c).xreplace({c_pos: sp.Integer(0), c: sp.Integer(0)})
+    if value.is_finite is None and value is not sp.nan:  # a free symbol left: no number
+        return undecided(f"SymPy cannot tell whether the term at c_d = c+_d = 0, {value}, is "
+                         "finite.")
     return decide(value.is_finite is True, f"the term is {value} at c_d = c+_d = 0.",
                   f"substituting c_d = c+_d = 0 gives {value}: undefined as printed.",
                   failure="undefined" if value.is_finite is False or value is sp.nan

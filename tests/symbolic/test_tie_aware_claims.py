@@ -56,6 +56,7 @@ from gradlab.symbolic.tie_aware_claims import (
     disc,
     discount_tolerance,
     empty_bin_value,
+    first_bin_limit,
     gain,
     gain_sum,
     harmonic_partial_sum,
@@ -624,6 +625,24 @@ def test_an_empty_bin_is_checked_at_the_documented_point(pole):
 def test_an_empty_bin_sets_both_counts_to_zero(variable):
     verdict = empty_bin_value(Form(1 / variable))
     assert verdict.verdict == "fails"
+
+
+def test_a_term_with_a_symbol_the_empty_bin_does_not_fix_is_undecided_not_wrong():
+    # q is no count of the bin: the term at c_d = c+_d = 0 is q + 1/3, of unknown finiteness.
+    # It read "fails" (a wrong value), though the check found no number at all.
+    q = sp.Symbol("q")
+    verdict = empty_bin_value(Form(q + c_pos / (c + 3)))
+    assert (verdict.verdict, verdict.failure) == ("inconclusive", None)
+    assert "q" in verdict.detail and verdict.detail.startswith("SymPy cannot tell whether")
+
+
+@pytest.mark.parametrize("term", [sp.Function("f")(C_prev), sp.Symbol("q") * (C_prev + 1)])
+def test_a_first_bin_limit_sympy_cannot_evaluate_is_undecided_not_wrong(term):
+    # an unknown function of C_(d-1) (its limit stays unevaluated) or a symbol the bin does not
+    # fix (the limit q): no number, so no wrong number
+    verdict = first_bin_limit(Form(term))
+    assert (verdict.verdict, verdict.failure) == ("inconclusive", None)
+    assert verdict.detail.startswith("SymPy cannot tell whether the term's limit at the first bin")
 
 
 EQ20 = 1 / (2 * N_prev) - 1 / (2 * N_d)
