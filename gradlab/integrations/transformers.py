@@ -639,7 +639,7 @@ class GradlabTrainerCallback(TrainerCallback):
             return
         if self._forwarded_step == state.global_step:  # the closing summary of the same step
             return
-        if "loss" not in logs and self._training_entry_follows(state):
+        if "loss" not in logs and self._training_entry_follows(args, state):
             return  # an evaluation's entry: the Trainer's training entry of the step comes next
         self._forwarded_step = state.global_step
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
@@ -662,14 +662,18 @@ class GradlabTrainerCallback(TrainerCallback):
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )
 
-    def _training_entry_follows(self, state: Any) -> bool:
+    def _training_entry_follows(self, args: Any, state: Any) -> bool:
         """Whether the Trainer logs its training loss at this step after the entry it logs now.
         With ``logging_strategy="epoch"`` an evaluation on ``eval_steps`` (and the one at
         ``max_steps``) runs when its step ends, and the epoch's training entry of the same step
-        when the epoch ends, after it. In every other order the training entry comes first."""
-        steps, per_epoch = self._logging_interval or (1, False)
+        when the epoch ends, after it: at each epoch's last step, and at ``max_steps``, which
+        ends the epoch it cuts (the one epoch of a dataloader without length, whose epochs are
+        not counted). In every other order the training entry comes first."""
+        if getattr(args, "logging_strategy", None) != "epoch":
+            return False
+        steps, per_epoch = self._logging_interval  # set with the Monitor, when training began
         step, end = int(state.global_step), int(getattr(state, "max_steps", 0) or 0)
-        return per_epoch and (step % steps == 0 or step == end)
+        return step == end or (per_epoch and step % steps == 0)
 
     def _warn_twice_reported(self, args: Any) -> None:
         """Warn when a sink of the Monitor and the Trainer's ``report_to`` send gradlab's values

@@ -164,3 +164,12 @@ def test_logging_first_step_under_epoch_logging_comes_before_the_step_s_evaluati
                   logging_first_step=True, eval_steps=1)  # fmt: skip
     assert holders(tmp_path, state) == {1: ["training"], 4: ["training"]}
 
+
+def test_epochs_of_unknown_length_put_the_last_step_in_its_training_entry(tmp_path):
+    # An iterable dataset: epochs are not counted, the Monitor follows logging_steps (4). The
+    # Trainer's one epoch ends at max_steps (8): its training entry comes after the evaluation
+    # of step 8, which took gradlab's values; step 4 has an evaluation alone.
+    callback = GradlabTrainerCallback(preset="cheap")
+    state = train(tmp_path, callback, max_steps=8, logging_strategy="epoch", logging_steps=4,
+                  eval_steps=4)  # fmt: skip
+    assert holders(tmp_path, state) == {4: ["evaluation"], 8: ["training"]}

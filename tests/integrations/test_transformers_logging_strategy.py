@@ -127,3 +127,33 @@ def test_epoch_logging_with_step_evaluations_puts_the_values_with_the_training_l
     for step, entry in training.items():  # each step's own loss, as the Trainer computed it
         assert entry["gradlab/loss"] == pytest.approx(trainer.losses[step - 1], rel=1e-6)
     assert not [entry for entry in history if "eval_loss" in entry and "gradlab/loss" in entry]
+
+
+@pytest.mark.slow
+def test_epoch_logging_of_an_iterable_dataset_puts_the_last_step_in_its_training_entry(tmp_path):
+    # No length: epochs are not counted, the Monitor logs on logging_steps (4, 8). The Trainer's
+    # one epoch ends at max_steps: step 8's evaluation, then its training entry. gradlab's
+    # values of step 8 landed in the evaluation's entry, the training entry had none.
+    import torch
+
+    class Pairs(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.pairs = PairDataset(64)
+
+        def __iter__(self):
+            return (self.pairs[index] for index in range(len(self.pairs)))
+
+    callback = GradlabTrainerCallback(preset="cheap")
+    trainer = in_batch_trainer_class()(
+        model=tiny_bert(), train_dataset=Pairs(), eval_dataset=PairDataset(8, seed=1),
+        args=training_arguments(tmp_path, max_steps=8, logging_steps=4, logging_strategy="epoch",
+                                eval_strategy="steps", eval_steps=4),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)))  # fmt: skip
+    callback.attach(trainer)
+    trainer.train()
+    history = trainer.state.log_history
+    assert [(entry["step"], "loss" in entry) for entry in history if "eval_loss" in entry
+            or "loss" in entry] == [(4, False), (8, False), (8, True)]  # the Trainer's order
+    held = [(entry["step"], "loss" in entry) for entry in history if "gradlab/loss" in entry]
+    assert held == [(4, False), (8, True)]  # step 4 has an evaluation alone
+    assert history[-2]["gradlab/loss"] == pytest.approx(trainer.losses[7], rel=1e-6)
