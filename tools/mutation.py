@@ -727,6 +727,8 @@ LIBRARY_TESTS = {
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
     "integrations/transformers": [
         "tests/integrations/test_transformers_events.py",
+        # which log_history entry takes a step's values (stand-in Trainer events)
+        "tests/integrations/test_transformers_eval_entries.py",
         # two short trainings: the console lines' keys, the epoch that max_steps cuts short
         "tests/integrations/test_transformers.py::"
         "test_the_console_lines_show_the_trainers_keys_and_the_backends_get_gradlabs",
