@@ -323,7 +323,8 @@ def test_the_estimates_cpu_time_is_measured_on_a_batch_of_two_classes_or_more(
     assert main(["plan", "--batch-size", str(batch_size), "--dim", "8", "--per-class",
                  str(per_class), "--estimate"]) == 0  # fmt: skip
     out, err = capsys.readouterr()
-    assert err == ""
+    # no error; a slow pass (a loaded machine) may say how long the timing takes
+    assert all(line.startswith("gradlab plan: one pass takes ") for line in err.splitlines())
     assert out.splitlines()[-1].endswith(
         f"time: this CPU's at m = {calibration}, scaled by (m / {calibration})^2"
     )
