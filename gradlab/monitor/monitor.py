@@ -661,9 +661,10 @@ class Monitor:
             self._retire(step)
         return [q for q in self.quantities if q.name not in disabled and self._asked(q, step)]
 
-    def _live(self, quantity: Quantity, step: int) -> bool:
-        """Whether the ranks agreed to leave ``quantity`` out by ``step`` (:attr:`_dead`)."""
-        dead = self._dead.get(quantity.name)
+    def _live(self, name: str, step: int) -> bool:
+        """Whether quantity ``name`` is still logged at ``step``: the ranks did not agree to
+        leave it out by then (:attr:`_dead`)."""
+        dead = self._dead.get(name)
         return dead is None or step < dead[0]
 
     def _retire(self, step: int) -> None:
@@ -686,20 +687,15 @@ class Monitor:
         step, disabled = self.step_count, self.disabled
         return any(_due_or_not(q, step) for q in self.quantities
                    if q.name in disabled and q.name not in self.not_logged
-                   and self._live(q, step))  # fmt: skip
+                   and self._live(q.name, step))  # fmt: skip
 
     def _wanted(self) -> set[str]:
         """What the enabled quantities need (a gradient is hooked when one of them reads it);
         under torch.distributed the disabled ones too: rank 0 may log one disabled on this rank
         alone, and every rank offers the same gradients to gather."""
-        skipped = ({name for name in self._dead if not self._live_name(name)}
+        skipped = ({name for name in self._dead if not self._live(name, self.step_count)}
                    if self._gathers() else self.disabled)  # fmt: skip
         return set().union(*(q.needs for q in self.quantities if q.name not in skipped))
-
-    def _live_name(self, name: str) -> bool:
-        """:meth:`_live` at the current step, by the quantity's name."""
-        dead = self._dead.get(name)
-        return dead is None or self.step_count < dead[0]
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
                  due: list[Quantity], wanted: set[str] | None = None,
@@ -1089,7 +1085,7 @@ class Monitor:
         (:func:`_answer`), 0 where it is left out (:attr:`not_logged`, or by the ranks)."""
         if quantity.name in self.not_logged:
             return bytes(PLAN_HORIZON)
-        return bytes(_answer(quantity, at) if self._live(quantity, at) else 0
+        return bytes(_answer(quantity, at) if self._live(quantity.name, at) else 0
                      for at in range(step, step + PLAN_HORIZON))  # fmt: skip
 
     def _scheduled(self, step: int) -> list[Quantity]:
@@ -1099,7 +1095,7 @@ class Monitor:
         if dead:
             self._retire(step)
         return [q for q in self.quantities if q.name not in self.not_logged
-                and (not dead or self._live(q, step)) and (
+                and (not dead or self._live(q.name, step)) and (
                     _due_or_not(q, step) if q.name in self.disabled
                     else self._asked(q, step))]  # fmt: skip
 
@@ -1134,7 +1130,7 @@ class Monitor:
         :data:`PLAN_HORIZON` steps, on every rank: one all-gather of three integers."""
         # gradlab's schedules answer by their description alone (the header's): compared as
         # it, not asked for every step; a schedule of the user's own is asked for each
-        compared = []
+        compared, asked = [], {}  # asked: a user's schedule's answers, asked once
         for quantity in self.quantities:
             dead = self._dead.get(quantity.name)
             until = "" if dead is None else f" until {dead[0]}"
@@ -1145,10 +1141,12 @@ class Monitor:
             elif recorded is not None:
                 compared.append(f"{recorded}{until}".encode())
             else:
-                compared.append(bytes(a == 1 for a in self._answers(quantity, step)))
+                asked[quantity.name] = self._answers(quantity, step)
+                compared.append(bytes(a == 1 for a in asked[quantity.name]))
         parted = agree_on_schedules(
             step, len(self.quantities), b"\n".join(compared),
-            lambda: b"".join(self._answers(q, step) for q in self.quantities))  # fmt: skip
+            lambda: b"".join(asked.get(q.name) or self._answers(q, step)
+                             for q in self.quantities))  # fmt: skip
         self._compared = (step, step + PLAN_HORIZON)
         rank = torch.distributed.get_rank()
         for index, (at, said) in parted.items():
@@ -1726,7 +1724,7 @@ class Monitor:
             if (self._first_step is None or last < 0 or self.out_of_step is not None
                     or self._scheduled(last)):  # fmt: skip
                 return
-            if not any(q.name not in self.not_logged and self._live(q, last)
+            if not any(q.name not in self.not_logged and self._live(q.name, last)
                        and not q.needs_grad for q in self.quantities):  # fmt: skip
                 return  # none left to log on any rank (as every rank agreed): no collective
             batch = self._last_batch(last, [q for q in self.quantities if q.name not in
