@@ -182,7 +182,11 @@ class CountedCalls(Quantity):
         return {"counted_calls": torch.tensor(float(batch.embeddings.shape[0]))}
 
 
-def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+def _counted_run(rank: int, world: int, init_file: str, out_dir: str, logs_loss,
+                 steps: list[int]) -> None:
+    """The loss (on the schedule ``logs_loss``) and a :class:`CountedCalls` every step, over
+    ``steps`` (a step that is not the Monitor's next one sets ``step_count``: a loop gone
+    back to an earlier checkpoint); saves the quantity's calls and the float all-gathers."""
     _init(rank, world, init_file)
     counted = CountedCalls(every(1))
     gathers = []
@@ -197,9 +201,11 @@ def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         monitor = Monitor(os.path.join(out_dir, "run"),
-                          quantities=[Loss(lambda step: step < 2), counted])  # fmt: skip
+                          quantities=[Loss(logs_loss), counted])  # fmt: skip
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
-        for step in range(4):
+        for step in steps:
+            if step != monitor.step_count:
+                monitor.step_count = step  # back to an earlier checkpoint
             embeddings, labels = _batch(rank, step)
             loss_fn(embeddings.requires_grad_(True), labels).backward()
             monitor.step()
@@ -209,39 +215,18 @@ def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
           float_gathers=len(gathers))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+def dropped_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """The loss logged at steps 0 and 1, :class:`CountedCalls` every step, 4 steps."""
+    _counted_run(rank, world, init_file, out_dir, lambda step: step < 2, list(range(4)))
 
 
 def went_back_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     """``dropped_worker``'s quantity, the loss logged at step 0 alone; after step 3 the loop goes
     back to step 1 (an earlier checkpoint) and runs steps 1 to 3 again."""
-    _init(rank, world, init_file)
-    counted = CountedCalls(every(1))
-    gathers = []
-    gather = torch.distributed.all_gather
-
-    def counting(out, tensor, *args, **kwargs):  # the rows gathered: floats (offers are ints)
-        if tensor.is_floating_point():
-            gathers.append(tuple(tensor.shape))
-        return gather(out, tensor, *args, **kwargs)
-
-    torch.distributed.all_gather = counting
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        monitor = Monitor(os.path.join(out_dir, "run"),
-                          quantities=[Loss(lambda step: step == 0), counted])  # fmt: skip
-        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
-        for step in [0, 1, 2, 3, 1, 2, 3]:
-            if step == 1 and monitor.step_count == 4:
-                monitor.step_count = 1  # back to an earlier checkpoint
-            embeddings, labels = _batch(rank, step)
-            loss_fn(embeddings.requires_grad_(True), labels).backward()
-            monitor.step()
-        monitor.close(log_last_step=False)
-    torch.distributed.all_gather = gather
-    _save(out_dir, rank, caught, None, at_calls=counted.at_calls, computes=counted.computes,
-          float_gathers=len(gathers))
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    _counted_run(rank, world, init_file, out_dir, lambda step: step == 0,
+                 [0, 1, 2, 3, 1, 2, 3])
 
 
 class RaisesOnRankOneAt:
