@@ -47,6 +47,7 @@ from gradlab.plotting.style import (
     LINE_STYLES,
     PALETTE_SIZE,
     gradlab_style,
+    isolated_points,
     legend_below,
     save_figure,
     series_style,
@@ -1007,13 +1008,9 @@ def _isolated_points_marked(style: dict, values) -> dict:
     every = style.get("markevery")
     if every is None:  # a marker at every point
         return style
-    count = len(values)
-    finite = [math.isfinite(value) for value in values]
-    isolated = {index for index in range(count) if finite[index]
-                and (index == 0 or not finite[index - 1])
-                and (index == count - 1 or not finite[index + 1])}  # fmt: skip
+    isolated = set(isolated_points(values))
     start, step = every
-    marked = set(range(start, count, step))
+    marked = set(range(start, len(values), step))
     if isolated <= marked:
         return style
     return {**style, "markevery": sorted(marked | isolated)}

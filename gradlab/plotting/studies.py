@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 
 from gradlab.experiments import digit_scenes
 from gradlab.monitor.sinks import decode_value
-from gradlab.plotting.style import step_axis
+from gradlab.plotting.style import isolated_points, step_axis
 
 
 def _load(source: dict | str | Path) -> dict:
@@ -372,8 +372,12 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                     drawn.add((encoder, loss))
                     mean, std = means[encoder, loss]
                     steps = result["runs"][encoder][loss]["anatomy"]["steps"]
+                    # a step whose neighbours are gaps (no seed's value) is marked, or no
+                    # segment would draw it
+                    alone = isolated_points(mean)
                     axis.plot(steps, mean, list(styles)[e % 4], color=colours[index],
-                              label=f"{encoder}, {loss}")  # fmt: skip
+                              label=f"{encoder}, {loss}",
+                              **({"marker": "o", "ms": 4, "markevery": alone} if alone else {}))
                     # counts and shares: the band stops at 0
                     axis.fill_between(steps, np.maximum(mean - std, 0), mean + std,
                                       color=colours[index], alpha=0.15)  # fmt: skip

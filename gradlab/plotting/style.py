@@ -177,6 +177,22 @@ def constant_value(values) -> float | None:
     return finite[0]
 
 
+def isolated_points(values) -> list[int]:
+    """The indices of the finite values with no finite neighbour: no line segment reaches
+    them, so a line without markers there draws nothing of them (one value between NaN steps).
+
+    Example:
+        >>> nan = float("nan")
+        >>> isolated_points([1.0, nan, 2.0, 3.0, nan]), isolated_points([nan, 5.0])
+        ([0], [1])
+    """
+    count = len(values)
+    finite = [math.isfinite(float(value)) for value in values]
+    return [index for index in range(count) if finite[index]
+            and (index == 0 or not finite[index - 1])
+            and (index == count - 1 or not finite[index + 1])]  # fmt: skip
+
+
 def load_results(source: dict | str | Path) -> dict:
     """Accept the results themselves or the path of their JSON file."""
     if isinstance(source, dict):

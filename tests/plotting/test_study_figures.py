@@ -280,3 +280,5 @@ def test_an_anatomy_step_with_no_share_in_any_seed_is_a_gap_drawn_without_a_warn
     drawn = list(line.get_ydata())
     assert drawn[0] == pytest.approx(first[0]) and drawn[2] == pytest.approx(first[2])
     assert math.isnan(drawn[1])
+    # steps 0 and 2 have no finite neighbour: no segment reaches them, so each is marked
+    assert line.get_marker() == "o" and list(line.get_markevery()) == [0, 2]
