@@ -372,6 +372,55 @@ def test_sigterm_during_report_leaves_nothing_behind(tmp_path):
     assert stderr.splitlines() == ["gradlab: terminated (SIGTERM); nothing was written"]
 
 
+# Loaded by every Python process of the run below (it is first on PYTHONPATH): it widens the
+# moment between a worker process being spawned and its work being written to it to a second
+# (not the resource tracker's start, which is sent nothing),
+# and marks that moment with a file, so that the signal lands exactly there.
+SLOW_SPAWN = """
+import multiprocessing.util, os, pathlib, sys, time
+_spawn = multiprocessing.util.spawnv_passfds
+def _slow_spawn(*arguments):
+    pid = _spawn(*arguments)
+    if sys._getframe(1).f_code.co_filename.endswith("popen_spawn_posix.py"):  # a worker
+        pathlib.Path(os.environ["GRADLAB_TEST_SPAWNED"]).touch()
+        time.sleep(1.0)
+    return pid
+multiprocessing.util.spawnv_passfds = _slow_spawn
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX")
+@pytest.mark.parametrize("sections", [["audit"], ["audit", "verification"]],
+                         ids=["one section, in the main thread", "two, side by side"])
+def test_sigterm_while_a_worker_starts_leaves_no_worker_and_one_line(tmp_path, sections):
+    # A worker spawned but not yet sent its work, when the signal's exception left the code
+    # starting it, read an empty pipe and printed EOFError's traceback under the one line.
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_SPAWN)
+    spawned, out = tmp_path / "spawned", tmp_path / "r"
+    only = [word for section in sections for word in ("--only", section)]
+    command = [sys.executable, "-m", "gradlab", "report", "--quick", *only, "--out", str(out),
+               "--no-progress", "--workers", "2"]  # fmt: skip
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *sys.path]),
+                   "GRADLAB_TEST_SPAWNED": str(spawned)}  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    try:
+        assert _wait_for(spawned.exists, 180), "no worker process was started"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)  # the workers share its stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode != 0
+    assert stderr.splitlines() == ["gradlab: terminated (SIGTERM); nothing was written"]
+    assert not out.exists() and not (tmp_path / ".r.partial").exists()
+
+
 def test_plot_on_a_log_that_cannot_be_read_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
     run = _log(tmp_path / "run", GOOD_BYTES)
 

@@ -324,6 +324,70 @@ class _Pool:
 _workers = 1
 _shared: _Pool | None = None
 
+_starting = threading.Lock()
+"""Held while a thread starts worker processes (:func:`_starting_workers`)."""
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """In the main thread, hold Ctrl-C and SIGTERM back while the block runs, then hand the
+    first that arrived to the handler that was in place (in another thread: run the block)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) is not None:  # None: set outside Python, left as it is
+            previous[number] = signal.signal(number, lambda n, frame: arrived.append(n))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
+
+
+@contextlib.contextmanager
+def _starting_workers() -> Iterator[None]:
+    """Start worker processes in the block, out of an interrupt's reach.
+
+    A worker is started in two steps, spawned and then sent its work through a pipe, and only
+    after them does its pool know it. An exception raised between them (Ctrl-C or SIGTERM in
+    the main thread, or a section's thread interrupted after :func:`stop_starting_workers`)
+    left a process that nothing ends: it read an empty pipe and printed EOFError's traceback
+    under the command's one line. Here a signal that arrives meanwhile is raised as the block
+    ends, and :func:`stop_starting_workers` waits for the block.
+    """
+    while not _starting.acquire(timeout=_POLL_SECONDS):  # an interrupt lands between tries
+        pass
+    try:
+        with _signals_deferred():
+            yield
+    finally:
+        _starting.release()
+
+
+def stop_starting_workers(timeout: float) -> None:
+    """Start no more worker processes in this :func:`study_workers` block, once a thread that
+    is starting one has done so (waiting at most ``timeout`` seconds for it).
+
+    Call it before interrupting the threads that run studies: an exception raised in a thread
+    while it starts a process leaves that process behind.
+
+    Example:
+        >>> with study_workers(1):
+        ...     stop_starting_workers(1.0)
+    """
+    acquired = _starting.acquire(timeout=timeout)
+    try:
+        if _shared is not None:
+            _shared.stopped = True  # the next start raises StudyError
+    finally:
+        if acquired:
+            _starting.release()
+
 
 @contextlib.contextmanager
 def study_workers(workers: int) -> Iterator[None]:
@@ -581,9 +645,10 @@ def run_tasks(
         own = None if _shared is not None and _shared.workers >= workers else _Pool(workers)
         pool = own if own is not None else _shared
         try:
-            executor = pool.get()
-            futures = {executor.submit(_timed, function, task): i
-                       for i, task in enumerate(arguments)}  # fmt: skip
+            with _starting_workers():  # submit starts the processes
+                executor = pool.get()
+                futures = {executor.submit(_timed, function, task): i
+                           for i, task in enumerate(arguments)}  # fmt: skip
             pending = set(futures)
             while pending:
                 # A bounded wait, not as_completed's unbounded one: the main thread comes back

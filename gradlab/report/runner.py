@@ -21,6 +21,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments.runtime import (
     check_workers,
     parent_turn,
+    stop_starting_workers,
     study_threads,
     study_workers,
 )
@@ -256,6 +257,7 @@ def _side_by_side(names: list[str], run: Callable[[int, str], object]) -> list:
     except BaseException as error:
         if not failures:
             failures.append(error)  # the sections not started yet skip their turn
+        stop_starting_workers(STOP_SECONDS)  # no thread is interrupted while it starts one
         for thread, finished in zip(threads, ended, strict=True):
             if thread.ident is not None and thread.is_alive() and not finished:
                 _interrupt(thread, type(error) if isinstance(error, KeyboardInterrupt)

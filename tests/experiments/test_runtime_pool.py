@@ -25,6 +25,7 @@ from gradlab.experiments.runtime import (
     StudyError,
     parent_turn,
     run_tasks,
+    stop_starting_workers,
     study_workers,
 )
 from gradlab.progress import progress_mode, set_progress_mode
@@ -215,6 +216,64 @@ def test_after_a_failure_the_blocks_pool_starts_nothing_new(pools, quiet):
         assert run_tasks(abs, [(-4,)], stage="u", names=["a"]) == [4]  # one task: here
     assert len(pools.built) == 1
 
+
+def test_after_starts_are_stopped_the_blocks_pool_starts_nothing_and_its_tasks_run_nowhere(
+    pools, quiet
+):
+    ran = []
+    with study_workers(2):
+        stop_starting_workers(1.0)
+        with pytest.raises(StudyError, match=r"^the worker processes were stopped"):
+            run_tasks(ran.append, [(1,), (2,)], stage="s", names=["a", "b"])
+    assert pools.built == [] and ran == []
+
+
+def _held_start(monkeypatch):
+    """A thread running tasks whose workers' start (the executor's construction stands for it:
+    spawn, then send the work) goes on only when ``release`` is set; ``entered`` once under way.
+    """
+    entered, release, order = threading.Event(), threading.Event(), []
+    built = concurrent.futures.ProcessPoolExecutor
+
+    def held(*arguments, **keywords):
+        entered.set()
+        release.wait(10)
+        order.append("started")
+        return built(*arguments, **keywords)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", held)
+    starting = threading.Thread(
+        target=run_tasks, args=(abs, [(1,), (2,)]), kwargs={"stage": "s", "names": ["a", "b"]}
+    )
+    return types.SimpleNamespace(thread=starting, entered=entered, release=release, order=order)
+
+
+def test_stopping_starts_waits_for_a_thread_that_is_starting_workers(pools, quiet, monkeypatch):
+    start = _held_start(monkeypatch)
+    with study_workers(2):
+        start.thread.start()
+        assert start.entered.wait(10)
+        stopper = threading.Thread(target=lambda: (stop_starting_workers(10.0),
+                                                   start.order.append("stopped")))  # fmt: skip
+        stopper.start()
+        time.sleep(0.2)
+        assert start.order == []  # the stop waits while the start is under way
+        start.release.set()
+        stopper.join(10)
+        start.thread.join(10)
+    assert start.order == ["started", "stopped"]
+
+
+def test_stopping_starts_gives_up_waiting_after_its_timeout(pools, quiet, monkeypatch):
+    start = _held_start(monkeypatch)
+    with study_workers(2):
+        start.thread.start()
+        assert start.entered.wait(10)
+        stop_starting_workers(0.2)
+        still_starting = start.thread.is_alive()  # the stop came back while the start is held
+        start.release.set()
+        start.thread.join(10)
+    assert still_starting
 
 def test_an_exception_in_the_block_ends_its_workers_at_once(pools, quiet):
     with pytest.raises(KeyError), study_workers(2):
