@@ -1018,6 +1018,9 @@ def _main(argv: list[str] | None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as error:  # while the options' imports (torch) load
+        print(f"gradlab: interrupted; {_left(error)}", file=sys.stderr)
+        return 130
     try:
         if arguments.command == "report":
             from gradlab.progress import set_progress_mode

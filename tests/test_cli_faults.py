@@ -389,36 +389,88 @@ multiprocessing.util.spawnv_passfds = _slow_spawn
 """
 
 
+TERMINATED = "gradlab: terminated (SIGTERM); nothing was written"
+INTERRUPTED = "gradlab: interrupted; nothing was written"
+REPORT = ["report", "--quick", "--no-progress", "--workers", "2", "--only", "audit"]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX")
-@pytest.mark.parametrize("sections", [["audit"], ["audit", "verification"]],
-                         ids=["one section, in the main thread", "two, side by side"])
-def test_sigterm_while_a_worker_starts_leaves_no_worker_and_one_line(tmp_path, sections):
+@pytest.mark.parametrize(
+    ("command", "ctrl_c", "line"),
+    [(REPORT, False, TERMINATED), ([*REPORT, "--only", "verification"], False, TERMINATED),
+     (REPORT, True, INTERRUPTED), (["check-equivalence", "gather"], True, INTERRUPTED)],
+    ids=["report, SIGTERM, one section in the main thread", "report, SIGTERM, two side by side",
+         "report, Ctrl-C", "check-equivalence, Ctrl-C"],
+)  # fmt: skip
+def test_a_signal_while_a_worker_starts_leaves_no_worker_and_one_line(tmp_path, command, ctrl_c,
+                                                                      line):  # fmt: skip
     # A worker spawned but not yet sent its work, when the signal's exception left the code
-    # starting it, read an empty pipe and printed EOFError's traceback under the one line.
+    # starting it, read an empty pipe and printed EOFError's traceback under the one line; and
+    # Ctrl-C, which a terminal sends to every process of the command, made a starting worker
+    # print a KeyboardInterrupt traceback of its own.
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SLOW_SPAWN)
     spawned, out = tmp_path / "spawned", tmp_path / "r"
-    only = [word for section in sections for word in ("--only", section)]
-    command = [sys.executable, "-m", "gradlab", "report", "--quick", *only, "--out", str(out),
-               "--no-progress", "--workers", "2"]  # fmt: skip
+    outputs = ["--out", str(out)] if command[0] == "report" else []
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *sys.path]),
                    "GRADLAB_TEST_SPAWNED": str(spawned)}  # fmt: skip
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
-    )
+        [sys.executable, "-m", "gradlab", *command, *outputs], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=environment, start_new_session=True,
+    )  # fmt: skip
     try:
         assert _wait_for(spawned.exists, 180), "no worker process was started"
-        process.send_signal(signal.SIGTERM)
+        if ctrl_c:  # as a terminal sends it: to every process of the command
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)  # the workers share its stderr
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
-    assert process.returncode != 0
-    assert stderr.splitlines() == ["gradlab: terminated (SIGTERM); nothing was written"]
+    assert process.returncode == (130 if ctrl_c else 143)
+    assert stderr.splitlines() == [line]
     assert not out.exists() and not (tmp_path / ".r.partial").exists()
+
+# Makes the first import of torch wait a second, marked by a file, so that Ctrl-C lands there.
+SLOW_TORCH = """
+import os, pathlib, sys, time
+class _SlowTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            pathlib.Path(os.environ["GRADLAB_TEST_IMPORTING"]).touch()
+            time.sleep(1.0)
+        return None
+sys.meta_path.insert(0, _SlowTorch())
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+def test_ctrl_c_while_the_options_import_torch_is_one_line(tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_TORCH)
+    importing = tmp_path / "importing"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *sys.path]),
+                   "GRADLAB_TEST_IMPORTING": str(importing)}  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradlab", "check-equivalence", "gather"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=environment, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert _wait_for(importing.exists, 60), "torch was never imported"
+        os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert (process.returncode, stdout) == (130, "")
+    assert stderr.splitlines() == [INTERRUPTED]
 
 
 def test_plot_on_a_log_that_cannot_be_read_is_one_line_exit_2(tmp_path, capsys, monkeypatch):

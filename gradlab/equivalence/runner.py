@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
+from gradlab.child_processes import starting_children
 from gradlab.equivalence.problem import GradientProbe, PairedBatch
 from gradlab.equivalence.steps import Step
 from gradlab.errors import GradlabError
@@ -469,11 +470,13 @@ def run_distributed(
                 "defined at module level, not a lambda or a local function); got "
                 f"{type(error).__name__}: {error}"
             ) from None
-        context = mp.start_processes(_worker, args=(world_size, folder, float(timeout)),
-                                     nprocs=world_size, join=False,
-                                     start_method="spawn")  # fmt: skip
-        deadline = time.monotonic() + timeout
+        context = None
         try:
+            with starting_children():  # none left half started; Ctrl-C is this process's
+                context = mp.start_processes(_worker, args=(world_size, folder, float(timeout)),
+                                             nprocs=world_size, join=False,
+                                             start_method="spawn")  # fmt: skip
+            deadline = time.monotonic() + timeout
             while not context.join(timeout=0.5, grace_period=FAILURE_GRACE_S):
                 if time.monotonic() > deadline:
                     raise TimeoutError(
@@ -488,7 +491,7 @@ def run_distributed(
         except mp.ProcessExitedException as error:
             raise RuntimeError(f"a process of the distributed run died: {error}") from None
         finally:
-            for process in context.processes:
+            for process in context.processes if context is not None else []:
                 if process.is_alive():
                     process.kill()
                     process.join(5)

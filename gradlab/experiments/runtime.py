@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from gradlab.child_processes import starting_children
 from gradlab.errors import GradlabError
 from gradlab.progress import progress, progress_mode, set_progress_mode
 from gradlab.validation import MAX_SEED, check_positive_finite, number_text
@@ -329,41 +330,14 @@ _starting = threading.Lock()
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """In the main thread, hold Ctrl-C and SIGTERM back while the block runs, then hand the
-    first that arrived to the handler that was in place (in another thread: run the block)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    arrived: list[int] = []
-    previous = {}
-    for number in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(number) is not None:  # None: set outside Python, left as it is
-            previous[number] = signal.signal(number, lambda n, frame: arrived.append(n))
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-        if arrived:
-            signal.raise_signal(arrived[0])
-
-
-@contextlib.contextmanager
 def _starting_workers() -> Iterator[None]:
-    """Start worker processes in the block, out of an interrupt's reach.
-
-    A worker is started in two steps, spawned and then sent its work through a pipe, and only
-    after them does its pool know it. An exception raised between them (Ctrl-C or SIGTERM in
-    the main thread, or a section's thread interrupted after :func:`stop_starting_workers`)
-    left a process that nothing ends: it read an empty pipe and printed EOFError's traceback
-    under the command's one line. Here a signal that arrives meanwhile is raised as the block
-    ends, and :func:`stop_starting_workers` waits for the block.
-    """
+    """Start worker processes in the block, out of an interrupt's reach
+    (:func:`~gradlab.child_processes.starting_children`); :func:`stop_starting_workers`
+    waits for the block, so that a section's thread is not interrupted while it starts one."""
     while not _starting.acquire(timeout=_POLL_SECONDS):  # an interrupt lands between tries
         pass
     try:
-        with _signals_deferred():
+        with starting_children():
             yield
     finally:
         _starting.release()

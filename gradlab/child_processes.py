@@ -1,0 +1,80 @@
+"""Starting child processes out of the reach of Ctrl-C and SIGTERM.
+
+A process started with the ``spawn`` method is started in two steps: it is spawned, then sent
+its work through a pipe, and only after both does its parent know it. An exception raised
+between them (Ctrl-C or SIGTERM turned into one) leaves a process that nothing ends: it reads
+an empty pipe and prints ``EOFError``'s traceback. And a child that is still importing when
+the user presses Ctrl-C in a terminal (which signals every process of the command) prints a
+``KeyboardInterrupt`` traceback of its own, under the parent's one line.
+
+:func:`starting_children` closes both: it holds the two signals back while the block starts
+the children, and the children it starts never see Ctrl-C (it reaches the parent, which ends
+them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+__all__ = ["starting_children"]
+
+
+@contextlib.contextmanager
+def starting_children() -> Iterator[None]:
+    """Run the block, which starts child processes, before Ctrl-C or SIGTERM acts.
+
+    In the main thread (where Python runs signal handlers) a Ctrl-C or SIGTERM that arrives in
+    the block is handed to the handler that was in place as the block ends, so that no
+    exception leaves a child half started. In any thread, Ctrl-C is blocked while the block
+    runs, and the children started in it inherit that: they leave Ctrl-C to their parent. A
+    child that needs Ctrl-C can unblock it (``signal.pthread_sigmask``). Where the platform
+    has signal masks it first starts :mod:`multiprocessing`'s resource tracker, if it is not
+    running yet (one small process for the rest of this one); where it has none (Windows)
+    the block just runs.
+
+    Example:
+        >>> import subprocess, sys
+        >>> with starting_children():
+        ...     child = subprocess.Popen([sys.executable, "-c", "pass"])
+        >>> child.wait()
+        0
+    """
+    masks = hasattr(signal, "pthread_sigmask")
+    if masks:
+        # multiprocessing starts its resource tracker on first use, and unblocks Ctrl-C after
+        # (SIG_UNBLOCK, not the mask it found): started here, it is not started in the block.
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    with _handled_after():
+        if masks:
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            if masks:  # one that came meanwhile is delivered now, to the handler above
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+@contextlib.contextmanager
+def _handled_after() -> Iterator[None]:
+    """In the main thread, record Ctrl-C and SIGTERM while the block runs, then hand the first
+    that arrived to the handler that was in place (in another thread: run the block)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) is not None:  # None: set outside Python, left as it is
+            previous[number] = signal.signal(number, lambda n, frame: arrived.append(n))
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
