@@ -10,10 +10,15 @@ import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import FuncFormatter
 
 from gradlab.functional.gradient_anatomy import DEFAULT_ABSOLUTE_THRESHOLD
-from gradlab.plotting.style import apply_style, load_results, save_figure, series_style
+from gradlab.plotting.style import (
+    apply_style,
+    load_results,
+    log_scale,
+    save_figure,
+    series_style,
+)
 
 DIRECTIONS = {"i2t": "image -> caption", "t2i": "caption -> image"}
 
@@ -100,8 +105,7 @@ def plot_anatomy_comparison(source: dict | str | Path, path: str | Path) -> Path
                 axis.text(0.5, 0.2, f"no negative receives gradient\nabove the floor {below:g}",
                           ha="center", transform=axis.transAxes, fontsize=10,
                           color="0.35")  # fmt: skip
-            axis.set_xscale("log")
-            axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            log_scale(axis, "x")
             axis.set_ylim(-0.03, 1.03)
             axis.set_title(f"{name}, after {checkpoint['steps']} steps", fontsize=11)
             axis.text(0.97, 0.62, _panel_summary(record, below), transform=axis.transAxes,

@@ -49,6 +49,7 @@ from gradlab.plotting.style import (
     gradlab_style,
     isolated_points,
     legend_below,
+    log_scale,
     save_figure,
     series_style,
     step_axis,
@@ -1165,9 +1166,9 @@ def _set_value_scale(axis, values: list[float]) -> tuple[float, float] | None:
     if max(-low, high) > EXTREME_POWER:
         return None
     if min(values) > 0:
-        axis.set_yscale("log")
+        log_scale(axis)
         return None
-    axis.set_yscale("symlog", linthresh=10.0**low)
+    log_scale(axis, linthresh=10.0**low)
     stride = math.ceil((high - low + 1) / SYMLOG_TICKS)  # not a label at every decade
     axis.yaxis.set_major_locator(FixedLocator(
         [0.0, *(10.0**power for power in range(high, low - 1, -stride))]))  # fmt: skip

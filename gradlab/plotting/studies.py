@@ -23,7 +23,7 @@ from matplotlib.patches import Patch
 
 from gradlab.experiments import digit_scenes
 from gradlab.monitor.sinks import decode_value
-from gradlab.plotting.style import isolated_points, step_axis
+from gradlab.plotting.style import isolated_points, log_scale, step_axis
 
 
 def _load(source: dict | str | Path) -> dict:
@@ -200,8 +200,8 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
         cost.errorbar(index, 1e3 * mean, yerr=1e3 * std, fmt="o", color="tab:green",
                       capsize=4)  # fmt: skip
     cost.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
+    log_scale(cost)
     cost.tick_params(axis="y", which="both", labelsize=10)  # a log axis labels minor ticks
-    cost.set_yscale("log")
     cost.set_title("loss forward + backward (ms)", fontsize=11)
     cost.grid(alpha=0.3, axis="y")
     figure.suptitle(
@@ -333,10 +333,10 @@ def _count_scale(axis) -> None:
     if not positive:
         return
     if min(values) > 0:
-        axis.set_yscale("log")
+        log_scale(axis)
         return
     threshold = 10.0 ** math.floor(math.log10(min(positive)))
-    axis.set_yscale("symlog", linthresh=threshold)
+    log_scale(axis, linthresh=threshold)
     axis.set_ylim(bottom=-0.5 * threshold)
 
 

@@ -99,6 +99,54 @@ def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
     axis.xaxis.set_minor_formatter(NullFormatter())
 
 
+PLAIN_LOW, PLAIN_HIGH = 1e-3, 1e5
+"""A log axis whose labelled ticks all lie in ``[PLAIN_LOW, PLAIN_HIGH)`` (0 aside) labels them
+as plain numbers (0.002, 0.3, 4, 50000); one that reaches beyond labels powers of ten."""
+
+
+class PlainLogFormatter(_ticker.LogFormatterSciNotation):
+    """matplotlib's log-axis labels, written as plain numbers where every labelled tick in view
+    is between :data:`PLAIN_LOW` and :data:`PLAIN_HIGH`: 0.2, 3, 40 rather than 2×10⁻¹, 3×10⁰,
+    4×10¹ (which ticks carry a label stays matplotlib's choice: a minor tick only where few
+    decades show). An axis that reaches beyond keeps its powers of ten, all alike.
+
+    Example:
+        >>> figure, axis = plt.subplots()
+        >>> _ = axis.plot([0, 1], [0.25, 7])
+        >>> log_scale(axis)
+        >>> figure.canvas.draw()
+        >>> [label.get_text() for label in axis.get_yticklabels(minor=True) if label.get_text()]
+        ['0.2', '0.3', '0.4', '0.6', '2', '3', '4', '6']
+        >>> plt.close(figure)
+    """
+
+    def set_locs(self, locs=None) -> None:
+        super().set_locs(locs)
+        low, high = (sorted(self.axis.get_view_interval()) if self.axis is not None
+                     else (-math.inf, math.inf))  # fmt: skip
+        shown = [abs(v) for v in (locs if locs is not None else []) if v and low <= v <= high]
+        self._plain = all(PLAIN_LOW <= v < PLAIN_HIGH for v in shown)
+
+    def __call__(self, x, pos=None) -> str:
+        label = super().__call__(x, pos)
+        plain = getattr(self, "_plain", PLAIN_LOW <= abs(x) < PLAIN_HIGH)
+        return f"{x:g}" if label and x and plain else label
+
+
+def log_scale(axis: plt.Axes, which: str = "y", linthresh: float | None = None) -> None:
+    """Put ``axis``'s ``which`` axis (``"x"`` or ``"y"``) on a log scale, or on a symmetric
+    log scale linear within ``linthresh`` of 0 when given, labelled by
+    :class:`PlainLogFormatter`."""
+    scaled = axis.yaxis if which == "y" else axis.xaxis
+    set_scale = axis.set_yscale if which == "y" else axis.set_xscale
+    if linthresh is None:
+        set_scale("log")
+        scaled.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
+    else:
+        set_scale("symlog", linthresh=linthresh)
+    scaled.set_major_formatter(PlainLogFormatter())
+
+
 DIGIT_WIDTH = 0.64
 """Width of a digit of the tick labels, in em (DejaVu Sans: 0.636)."""
 LABEL_GAP = 1.2

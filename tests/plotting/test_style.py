@@ -26,6 +26,7 @@ from gradlab.plotting.style import (
     MARKERS,
     constant_value,
     legend_below,
+    log_scale,
     series_style,
     step_axis,
 )
@@ -323,3 +324,47 @@ def test_the_look_is_set_inside_the_block_only():
                  plt.rcParams["font.family"])  # fmt: skip
     assert inside == (True, "tight", ["sans-serif"])
     assert after == (False, None, ["serif"])
+
+
+def _labels(axis, which="y") -> list[str]:
+    axis.figure.canvas.draw()
+    scaled = axis.yaxis if which == "y" else axis.xaxis
+    ticks = [*scaled.get_ticklabels(), *scaled.get_ticklabels(minor=True)]
+    low, high = sorted(scaled.get_view_interval())
+    return [t.get_text() for t in ticks if t.get_text() and low <= t.get_position()[which == "y"]
+            <= high]  # fmt: skip
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([0.25, 7], {"0.3", "1", "2", "6"}),
+    ([1.5, 40], {"2", "10", "30"}),
+    ([0.002, 0.009], {"0.002", "0.004"}),
+])  # fmt: skip
+def test_a_log_axis_within_plain_numbers_labels_them_plainly(values, expected):
+    # matplotlib labelled a log axis of a few decades 2×10⁻¹, 3×10⁰, 4×10¹ ...
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], values)
+    log_scale(axis)
+    labels = _labels(axis)
+    assert all(float(label) > 0 for label in labels) and expected <= set(labels), labels
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("values", [[1e-6, 0.5], [3.0, 2e6]])
+def test_a_log_axis_reaching_beyond_plain_numbers_labels_every_tick_as_a_power(values):
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], values)
+    log_scale(axis)
+    labels = _labels(axis)
+    assert labels and all(label.startswith("$") and "10^" in label for label in labels), labels
+    plt.close(figure)
+
+
+def test_a_symmetric_log_axis_labels_zero_and_plain_decades_on_the_x_axis_too():
+    figure, axis = plt.subplots()
+    axis.plot([0, 0.01, 5], [1, 2, 3])
+    log_scale(axis, "x", linthresh=0.01)
+    assert axis.get_xscale() == "symlog"
+    labels = _labels(axis, "x")
+    assert {"0.01", "0.1", "1"} <= set(labels) and "$\\mathdefault{0}$" in labels, labels
+    plt.close(figure)
