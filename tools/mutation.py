@@ -652,6 +652,9 @@ LIBRARY_TESTS = {
     "memory": ["tests/test_memory.py", "tests/experiments/test_planner.py",
                "tests/equivalence/test_builtin.py", "tests/test_cli_equivalence.py"],
     "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],
+    # signals held while processes start (the CLI's fault tests spawn the whole command:
+    # minutes per mutant; they are shown failing by hand on the two halves of the fix)
+    "child_processes": ["tests/test_child_processes.py"],
     # the losses' warnings; the tests of where they point cannot run under mutmut (its
     # trampolines are frames caller_stacklevel counts): those mutants are killed by hand
     "errors": ["tests/test_losses_shared.py", "tests/test_losses.py", "tests/test_errors.py"],
