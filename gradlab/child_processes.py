@@ -17,13 +17,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
 
 __all__ = ["starting_children"]
 
 
-@contextlib.contextmanager
-def starting_children() -> Iterator[None]:
+def starting_children() -> contextlib.AbstractContextManager[None]:
     """Run the block, which starts child processes, before Ctrl-C or SIGTERM acts.
 
     In the main thread (where Python runs signal handlers) a Ctrl-C or SIGTERM that arrives in
@@ -42,39 +40,37 @@ def starting_children() -> Iterator[None]:
         >>> child.wait()
         0
     """
-    masks = hasattr(signal, "pthread_sigmask")
-    if masks:
-        # multiprocessing starts its resource tracker on first use, and unblocks Ctrl-C after
-        # (SIG_UNBLOCK, not the mask it found): started here, it is not started in the block.
-        from multiprocessing import resource_tracker
-
-        resource_tracker.ensure_running()
-    with _handled_after():
-        if masks:
-            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            yield
-        finally:
-            if masks:  # one that came meanwhile is delivered now, to the handler above
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return _StartingChildren()
 
 
-@contextlib.contextmanager
-def _handled_after() -> Iterator[None]:
-    """In the main thread, record Ctrl-C and SIGTERM while the block runs, then hand the first
-    that arrived to the handler that was in place (in another thread: run the block)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    arrived: list[int] = []
-    previous = {}
-    for number in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(number) is not None:  # None: set outside Python, left as it is
-            previous[number] = signal.signal(number, lambda n, frame: arrived.append(n))
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
+class _StartingChildren:
+    """The block of :func:`starting_children` (a class rather than a generator, so that its
+    steps can be mutated by the mutation tests, which leave decorated functions out)."""
+
+    def __enter__(self) -> None:
+        self.masks = hasattr(signal, "pthread_sigmask")
+        if self.masks:
+            # multiprocessing starts its resource tracker on first use, and unblocks Ctrl-C
+            # after (SIG_UNBLOCK, not the mask it found): started here, not in the block.
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
+        self.arrived: list[int] = []
+        self.previous: dict = {}
+        if threading.current_thread() is threading.main_thread():  # Python's handlers run there
+            for number in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(number) is not None:  # None: set outside Python, left as is
+                    self.previous[number] = signal.signal(number, self._arrived)
+        if self.masks:
+            self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+    def _arrived(self, number: int, frame: object) -> None:
+        self.arrived.append(number)
+
+    def __exit__(self, *exception: object) -> None:
+        if self.masks:  # one that came meanwhile is delivered now, to _arrived
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.blocked)
+        for number, handler in self.previous.items():
             signal.signal(number, handler)
-        if arrived:
-            signal.raise_signal(arrived[0])
+        if self.arrived:  # the first, to the handler that was in place
+            signal.raise_signal(self.arrived[0])
