@@ -59,7 +59,9 @@ class _StartingChildren:
         self.previous: dict = {}
         if threading.current_thread() is threading.main_thread():  # Python's handlers run there
             for number in (signal.SIGINT, signal.SIGTERM):
-                if signal.getsignal(number) is not None:  # None: set outside Python, left as is
+                # None: set outside Python; SIG_IGN: nothing to hold back, and the children
+                # inherit it (nohup): both left as they are
+                if signal.getsignal(number) not in (None, signal.SIG_IGN):
                     self.previous[number] = signal.signal(number, self._arrived)
         if self.masks:
             self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})

@@ -16,6 +16,17 @@ pytestmark = pytest.mark.skipif(
     sys.platform == "win32" or not hasattr(signal, "pthread_sigmask"), reason="POSIX signals"
 )
 
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+    """Ctrl-C as in a terminal, whatever this process inherited (a run in the background, or
+    under nohup, starts with it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 # A child that prints whether Ctrl-C is blocked in it, as it starts.
 BLOCKED_IN_CHILD = [
     sys.executable, "-c",
@@ -102,3 +113,16 @@ def test_ctrl_c_stays_blocked_for_children_started_after_multiprocessing_starts_
     child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            env=environment, check=True)  # fmt: skip
     assert child.stdout.strip() == "True"
+
+
+def test_an_ignored_signal_stays_ignored_and_children_inherit_it():
+    # nohup's SIG_IGN: replaced by a handler, the children started in the block would have
+    # had Ctrl-C back (exec resets a handled signal, not an ignored one)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignored = [sys.executable, "-c",
+               "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"]
+    with starting_children():
+        inside = signal.getsignal(signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing after the block either
+        child = subprocess.run(ignored, capture_output=True, text=True, check=True)
+    assert inside is signal.SIG_IGN and child.stdout.strip() == "True"
