@@ -25,6 +25,7 @@ from gradlab.plotting.style import (
     LINE_STYLES,
     MARKERS,
     constant_value,
+    isolated_points,
     legend_below,
     log_scale,
     series_style,
@@ -368,3 +369,27 @@ def test_a_symmetric_log_axis_labels_zero_and_plain_decades_on_the_x_axis_too():
     labels = _labels(axis, "x")
     assert {"0.01", "0.1", "1"} <= set(labels) and "$\\mathdefault{0}$" in labels, labels
     plt.close(figure)
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([], []),
+    ([4.0], [0]),  # one value: no segment at all
+    ([1.0, 2.0], []),
+    ([1.0, NAN, 2.0, 3.0, NAN], [0]),
+    ([NAN, 5.0], [1]),
+    ([NAN, 1.0, NAN, 2.0, 3.0, NAN, 4.0], [1, 6]),
+    ([1.0, INF, 2.0], [0, 2]),  # an infinity is no neighbour a segment can reach
+    ([NAN, NAN], []),
+    ([1, NAN, 2], [0, 2]),  # whole numbers too (a count)
+])  # fmt: skip
+def test_isolated_points_are_the_finite_values_without_a_finite_neighbour(values, expected):
+    # a brute force: a segment joins two finite neighbours; a value on none is isolated
+    joined = set()
+    for left in range(len(values) - 1):
+        if math.isfinite(values[left]) and math.isfinite(values[left + 1]):
+            joined |= {left, left + 1}
+    alone = [i for i, v in enumerate(values) if math.isfinite(v) and i not in joined]
+    assert isolated_points(values) == alone == expected
