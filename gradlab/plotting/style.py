@@ -121,10 +121,9 @@ class PlainLogFormatter(_ticker.LogFormatterSciNotation):
     """
 
     def set_locs(self, locs=None) -> None:
-        super().set_locs(locs)
-        low, high = (sorted(self.axis.get_view_interval()) if self.axis is not None
-                     else (-math.inf, math.inf))  # fmt: skip
-        shown = [abs(v) for v in (locs if locs is not None else []) if v and low <= v <= high]
+        super().set_locs(locs)  # which reads the axis's view: a formatter on an axis
+        low, high = sorted(self.axis.get_view_interval())
+        shown = [abs(v) for v in ([] if locs is None else locs) if v and low <= v <= high]
         self._plain = all(PLAIN_LOW <= v < PLAIN_HIGH for v in shown)
 
     def __call__(self, x, pos=None) -> str:

@@ -24,6 +24,7 @@ from gradlab.plotting.style import (
     LABEL_GAP,
     LINE_STYLES,
     MARKERS,
+    PlainLogFormatter,
     constant_value,
     isolated_points,
     legend_below,
@@ -393,3 +394,34 @@ def test_isolated_points_are_the_finite_values_without_a_finite_neighbour(values
             joined |= {left, left + 1}
     alone = [i for i, v in enumerate(values) if math.isfinite(v) and i not in joined]
     assert isolated_points(values) == alone == expected
+
+
+@pytest.mark.parametrize(("view", "plain"), [
+    ((1e-3, 1.0), True),  # a tick at 0.001, the first plain number, on the view's edge
+    ((1e-4, 1.0), False),  # 0.0001, on the edge, is shown: every label a power of ten
+    ((1.0, 1e4), True),
+    ((1.0, 1e5), False),  # 100000 is not plain, on the edge too
+])  # fmt: skip
+def test_a_tick_on_the_edge_of_the_view_decides_like_any_shown_tick(view, plain):
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], view)
+    log_scale(axis)
+    axis.set_ylim(*view)
+    labels = [label for label in _labels(axis) if label]
+    written_plain = [not label.startswith("$") for label in labels]
+    assert labels and written_plain == [plain] * len(labels), labels
+    plt.close(figure)
+
+
+def test_the_formatter_without_ticks_yet_labels_by_the_value_alone():
+    # matplotlib gives it the ticks first (set_locs); a label asked before, or set_locs()
+    # without ticks, decides by the value itself
+    formatter = PlainLogFormatter()
+    assert [formatter(x) for x in (1e-3, 0.5, 99999.0)] == ["0.001", "0.5", "99999"]
+    assert all(formatter(x).startswith("$") for x in (1e-4, 1e5))
+    figure, axis = plt.subplots()
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(formatter)
+    formatter.set_locs()
+    assert formatter(10.0) == "10" and formatter(1e-4) == "0.0001"  # no tick shown: plain
+    plt.close(figure)
