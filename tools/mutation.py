@@ -587,6 +587,18 @@ STUDY_TESTS = {
         "tests/test_cli_commands.py::test_a_study_refuses_bad_options_in_one_line_before_training",
         "tests/experiments/test_image_studies_runs.py::"
         "test_each_study_refuses_bad_options_before_training",
+        # check_device: what torch has, CUDA and MPS stood in for, one CPU device
+        "tests/test_cli.py::test_check_device_accepts_what_torch_has",
+        *(f"tests/test_cli_commands.py::{name}" for name in (
+            "test_check_device_on_a_machine_with_two_cuda_devices",
+            "test_check_device_without_cuda_names_the_torch_build",
+            "test_check_device_of_mps_asks_whether_it_is_here",
+            "test_check_device_refuses_other_device_types",
+            "test_check_device_keeps_the_users_spelling",
+            "test_plan_refuses_a_device_torch_cannot_use_in_one_line",
+            "test_plan_refuses_a_cpu_index_past_the_one_cpu_device")),
+        "tests/experiments/test_image_studies.py::"
+        "test_a_bad_device_or_slope_threshold_from_python_is_refused_before_training",
     ],
     # stand-in sections (no study trained), side by side without worker processes
     # not the test that raises SIGINT in a section: under mutmut's trampolines the Ctrl-C does
