@@ -24,6 +24,7 @@ import pytest
 from gradlab.cli import main
 from gradlab.plotting import monitor as monitor_plots
 from tests.helpers.malformed_logs import MALFORMED
+from tests.helpers.processes import sigint_as_at_a_terminal
 
 HEADER = json.dumps({"header": {"quantities": ["loss"]}})
 GOOD = [HEADER, json.dumps({"step": 0, "loss": 0.5}), json.dumps({"step": 1, "loss": 0.25})]
@@ -389,12 +390,6 @@ multiprocessing.util.spawnv_passfds = _slow_spawn
 """
 
 
-def _ctrl_c_as_in_a_terminal() -> None:
-    """In the command's process, before it starts: Ctrl-C's default, whatever pytest inherited
-    (run in the background, or under nohup, it is ignored, and so it would be in the command)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 TERMINATED = "gradlab: terminated (SIGTERM); nothing was written"
 INTERRUPTED = "gradlab: interrupted; nothing was written"
 REPORT = ["report", "--quick", "--no-progress", "--workers", "2", "--only", "audit"]
@@ -425,7 +420,7 @@ def test_a_signal_while_a_worker_starts_leaves_no_worker_and_one_line(tmp_path, 
     process = subprocess.Popen(
         [sys.executable, "-m", "gradlab", *command, *outputs], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=environment, start_new_session=True,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
     )  # fmt: skip
     try:
         assert _wait_for(spawned.exists, 180), "no worker process was started"
@@ -467,7 +462,7 @@ def test_ctrl_c_while_the_options_import_torch_is_one_line(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "gradlab", "check-equivalence", "gather"], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=environment, start_new_session=True,
-        preexec_fn=_ctrl_c_as_in_a_terminal,
+        preexec_fn=sigint_as_at_a_terminal,
     )  # fmt: skip
     try:
         assert _wait_for(importing.exists, 60), "torch was never imported"

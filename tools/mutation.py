@@ -599,6 +599,7 @@ STUDY_TESTS = {
             "test_plan_refuses_a_cpu_index_past_the_one_cpu_device")),
         "tests/experiments/test_image_studies.py::"
         "test_a_bad_device_or_slope_threshold_from_python_is_refused_before_training",
+        "tests/experiments/test_runtime_devices.py",
     ],
     # stand-in sections (no study trained), side by side without worker processes
     # not the test that raises SIGINT in a section: under mutmut's trampolines the Ctrl-C does
