@@ -10,6 +10,7 @@ locations and factors are worked out by hand in each test's comment, not read fr
 import os
 import re
 import sys
+from multiprocessing import resource_tracker
 
 import pytest
 import torch
@@ -180,21 +181,14 @@ def test_gather_rows_gathers_with_gradient_by_default(runs):
     assert result.equivalent, str(result)
 
 
-def _children() -> set[int]:
-    """This process's children but multiprocessing's resource tracker (which lives on)."""
-    from multiprocessing import resource_tracker
-
-    tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return {pid for pid in descendants(os.getpid()) if pid != tracker}
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_hung_process_is_stopped_by_the_time_box_and_ended():
     model, batch = synthetic_problem(batch_size=4)
-    before = _children()
+    resource_tracker.ensure_running()  # multiprocessing's helper, which lives on: started before
+    before = set(descendants(os.getpid()))
     with pytest.raises(TimeoutError, match="still ran after 10 s"):
         run_distributed([SleepingStep(None)], model, batch, WORLD, timeout=10)
-    assert _children() - before == set()  # the sleeping processes are killed, not left
+    assert set(descendants(os.getpid())) - before == set()  # the sleepers are killed, not left
 
 
 def test_a_raising_process_is_reported_with_its_message():
