@@ -313,6 +313,8 @@ MONITOR_TESTS = {
                 *_DISTRIBUTED_IN_PROCESS, "tests/monitor/test_distributed_agreement.py",
                 "tests/monitor/test_watch_bypassed.py", "tests/monitor/test_monitor_workspace.py",
                 "tests/monitor/test_monitor_second_rank.py",
+                # the ranks' schedules compared past the first window, beside a simulated rank
+                "tests/monitor/test_schedules_compared_beside_a_rank.py",
                 "tests/monitor/test_monitor_warnings_say_why.py",
                 "tests/monitor/test_loss_scale.py", "tests/monitor/test_watched.py",
                 "tests/monitor/test_monitor_faults.py", "tests/monitor/test_several_losses.py",

@@ -655,11 +655,23 @@ class Monitor:
         return self._due_now()
 
     def _due_now(self) -> list[Quantity]:
-        """The enabled quantities whose schedules log the current step (each asked once)."""
+        """The enabled quantities whose schedules log the current step (each asked once).
+
+        Under torch.distributed, on a step the ranks have not compared yet (``step_count`` set
+        past the steps compared), a schedule that raises is read as not logging the step: the
+        ranks compare at this step's ``monitor.step()`` first, and only then is its error
+        reported or raised (``strict=True``), alike on every rank; raised here, at the loss
+        call of one rank, it would leave the others waiting in the comparison."""
         step, disabled = self.step_count, self.disabled
         if self._dead:
             self._retire(step)
-        return [q for q in self.quantities if q.name not in disabled and self._asked(q, step)]
+        ask = _due_or_not if self._uncompared(step) else self._asked
+        return [q for q in self.quantities if q.name not in disabled and ask(q, step)]
+
+    def _uncompared(self, step: int) -> bool:
+        """Whether ``step`` lies outside the steps whose schedules the ranks compared last
+        (never without a process group: the ranks compare only when logged steps gather)."""
+        return self._compared is not None and not self._compared[0] <= step < self._compared[1]
 
     def _live(self, name: str, step: int) -> bool:
         """Whether quantity ``name`` is still logged at ``step``: the ranks did not agree to
@@ -670,12 +682,16 @@ class Monitor:
     def _retire(self, step: int) -> None:
         """Disable on this rank each quantity the ranks agreed to leave out by ``step``; rank
         0, which writes, notes it in the log at the step agreed (unless it was disabled there
-        already, and noted)."""
+        already, and noted). Once disabled it is left out at every step, as a quantity
+        disabled on rank 0 is: a loop gone back before that step neither logs it nor gathers
+        a batch for it."""
         for name, (start, why) in self._dead.items():
-            if start <= step and name not in self.disabled:
-                self.disabled[name] = why
-                if is_rank_zero():
-                    self._note(name, start, why)
+            if start <= step:
+                if name not in self.disabled:
+                    self.disabled[name] = why
+                    if is_rank_zero():
+                        self._note(name, start, why)
+                self._dead[name] = (0, why)  # a key's value replaced: the dict keeps its size
 
     def _read_for_the_group(self) -> bool:
         """Whether this rank reads its batch though none of its enabled quantities is due:
