@@ -986,3 +986,63 @@ def test_killed_mutants_the_check_could_not_evaluate_are_counted_apart():
     row = next(line for line in format_markdown([record]).splitlines()
                if line.startswith("| all papers"))
     assert row.endswith(f"| {killed} / {total}{said} |")
+
+
+# --- records of an older audit: no failure kind, no per-mutant results ---------------------------
+
+
+def _without(record: dict, *keys: str) -> dict:
+    return {key: value for key, value in record.items() if key not in keys}
+
+
+@pytest.mark.parametrize("unrecorded", [1, 2])
+def test_claims_wrong_as_printed_without_a_recorded_kind_are_counted_apart(unrecorded):
+    # records written before the audit recorded what a check found: no "failure" key, or None
+    older = [_without(_record("m", f"o{i}", "fails", "s"), "failure") for i in range(unrecorded)]
+    records = [_record("m", "e1", "holds-with-correction", "s", failure="wrong-value"),
+               _record("m", "e2", "fails", "s", failure=None), *older,
+               _record("m", "e3", "holds", "s")]  # fmt: skip
+    counts = audit.failure_counts(records)
+    assert counts == {"wrong-value": 1, "undefined": 0, "ill-typed": 0,
+                      "not recorded": 1 + unrecorded}  # fmt: skip
+    assert audit.failure_split(records) == (
+        f"1 gives a wrong value, {1 + unrecorded} are of a kind not recorded")
+    one = audit.failure_split([records[0], records[1]])
+    assert one == "1 gives a wrong value, 1 is of a kind not recorded"
+    # none with a kind: nothing to split
+    assert audit.failure_split(older) == "" and audit.failure_counts(older)["not recorded"] == (
+        unrecorded)
+
+
+@pytest.mark.parametrize("wrong", [1, 2])
+def test_the_markdown_counts_the_claims_wrong_as_printed_in_the_singular_or_plural(wrong):
+    records = [_record("m", f"e{i}", "fails", "s", failure="undefined") for i in range(wrong)]
+    markdown = format_markdown([*records, _record("m", "h", "holds", "s")]).split("\n")
+    claims, kind = ("claim", "is") if wrong == 1 else ("claims", "are")
+    assert (f"Of the {wrong} {claims} wrong as printed, {wrong} {kind} undefined at a legal "
+            "input (as each check found it: a wrong number, no number at a legal input, or a "
+            "result of the wrong shape or type).") in markdown
+
+
+def test_a_record_with_mutant_counts_but_no_results_per_mutant_is_reported():
+    # an older audit's JSON kept the counts alone
+    accepted_none = _without(_record("m", "e1", "fails", "s", mutants=(0, 2)), "mutant_results")
+    failing = _without(_record("m", "e2", "fails", "s", mutants=(1, 2)), "mutant_results")
+    failing["mutated_form"] = "printed"
+    markdown = format_markdown([accepted_none, failing]).split("\n")
+    assert ("- mutants killed: 0 of 2; the check accepted no form of this claim, so rejecting "
+            "its mutants shows nothing of it") in markdown
+    assert "- mutants killed: 1 of 2" in markdown  # no result names a mutant that holds
+    assert "killed: 1;" in mutant_summary([accepted_none, failing])
+
+
+def test_a_failing_printed_form_whose_mutants_all_fail_names_no_candidate_correction():
+    printed = Form(sp.Integer(-1), lhs="x")
+    wrong = Claim("mine", "eq1", "x is one", printed, _is_one, method="comparison",
+                  mutants=(mutant(printed, sp.Integer(1), "sign flipped"),
+                           mutant(printed, sp.Integer(-2), "doubled")))  # fmt: skip
+    (record,) = run_audit([wrong], mutants=True)
+    record["mutant_results"] = [o for o in record["mutant_results"] if o["verdict"] != "holds"]
+    assert record["verdict"] == "fails" and record["mutants_killed"] > 0
+    assert f"- mutants killed: {record['mutants_killed']} of {record['mutants']}" in (
+        format_markdown([record]).split("\n"))
