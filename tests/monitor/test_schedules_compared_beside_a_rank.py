@@ -94,8 +94,9 @@ def _run(tmp_path, quantities, steps, strict=False):
         else:
             monitor.close()
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    said = [str(w.message) for w in caught if "gradlab" in str(w.message)]
-    return monitor, records, said, error
+    ours = [w for w in caught if "gradlab" in str(w.message)]
+    assert all(w.category is RuntimeWarning for w in ours), [w.category for w in ours]
+    return monitor, records, [str(w.message) for w in ours], error
 
 
 def _why(step: int, rank_0: int, rank_1: int) -> str:
@@ -266,3 +267,69 @@ def test_a_loop_gone_back_before_the_parting_step_gathers_nothing_for_the_quanti
     assert rank1.gathers[-1] == "rows"  # the last logged step's, before the parting
     logged = [0, *range(PLAN_HORIZON - 1, PARTS_AT)]  # 3 gathers each
     assert len(rank1.gathers) == len(["start", "compare", "answers"]) + 3 * len(logged)
+
+
+def test_a_loop_resumed_at_the_first_step_past_the_compared_window_is_compared_there(
+        tmp_path, one_rank_group, monkeypatch):  # fmt: skip
+    # the first window is steps 0 to PLAN_HORIZON - 1: PLAN_HORIZON itself is past it
+    MirrorRank(monkeypatch, schedules=_peer(PLAN_HORIZON, _answers()))
+    _monitor, records, _said, error = _run(tmp_path, [Loss(_RaisesAt(PLAN_HORIZON))],
+                                           [0, PLAN_HORIZON], strict=True)  # fmt: skip
+    assert [r["step"] for r in records] == [0]
+    why = _why(PLAN_HORIZON, 2, 1)
+    assert error == (f"{_found(PLAN_HORIZON, PLAN_HORIZON, why)} (strict=True raises, on every "
+                     "rank, rather than disable the quantity on every rank)")  # fmt: skip
+
+
+@pytest.mark.parametrize("at", [PLAN_HORIZON, PLAN_HORIZON + 5])
+def test_inside_the_compared_steps_a_schedule_raising_on_every_rank_raises_at_the_loss_call(
+        tmp_path, one_rank_group, monkeypatch, at):  # fmt: skip
+    # the ranks compared these steps (rank 1 raises there too): under strict=True each rank
+    # raises at its own loss call, as without torch.distributed, before any collective
+    peer = _answers({at - PLAN_HORIZON: 2})
+    rank1 = MirrorRank(monkeypatch, schedules=_peer(PLAN_HORIZON, peer))
+    monitor = Monitor(tmp_path / "run", quantities=[Loss(_RaisesAt(at))], strict=True)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    labels = torch.arange(6) % 2
+    for step in [0, *range(PLAN_HORIZON - 1, at)]:
+        monitor.step_count = step
+        loss_fn(torch.randn(6, 4, requires_grad=True), labels).backward()
+        monitor.step()
+    gathers = len(rank1.gathers)
+    with pytest.raises(GradlabError, match=f"raised for step {at}: RuntimeError: {WHY}"):
+        loss_fn(torch.randn(6, 4, requires_grad=True), labels)
+    assert len(rank1.gathers) == gathers  # no rank was asked to wait
+
+
+def test_several_user_schedules_exchange_one_row_of_answers_each(tmp_path, one_rank_group,
+                                                                 monkeypatch):  # fmt: skip
+    # rank 1's second quantity leaves out one step: the answers of both travel, and only the
+    # second is left out
+    rows = _answers() + _answers({10: 0})
+    rank1 = MirrorRank(monkeypatch, schedules=lambda step: (
+        b"its own", rows) if step == PLAN_HORIZON else None)  # fmt: skip
+    _monitor, records, said, error = _run(tmp_path, [Loss(_always), EmbeddingNorms(_always)],
+                                          STEPS)  # fmt: skip
+    assert error is None and len(said) == 1 and "quantity 'embedding_norm'" in said[0]
+    assert rank1.gathers.count("answers") == 1
+    assert "loss" in records[-1] and "embedding_norm_mean" not in records[-1]
+    assert records[-1]["step"] == STEPS[-1]
+
+
+def test_a_quantity_disabled_on_rank_0_says_that_rank_0_logs_it_no_more(tmp_path, one_rank_group,
+                                                                        monkeypatch):  # fmt: skip
+    MirrorRank(monkeypatch)
+
+    class Raises(Loss):
+        name = "raises"
+        keys = ("raises",)
+        plots = ()
+
+        def compute(self, batch):
+            raise ValueError("injected")
+
+    _monitor, _records, said, error = _run(tmp_path, [Loss(every(1)), Raises(every(1))], [0, 1])
+    assert error is None and len(said) == 1
+    assert said[0].startswith(
+        "gradlab.Monitor: step 0: quantity 'raises' raised in compute() and is disabled on "
+        "rank 0, which writes the log: it is logged no more (strict=True raises instead):\n")
