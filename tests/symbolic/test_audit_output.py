@@ -1046,3 +1046,16 @@ def test_a_failing_printed_form_whose_mutants_all_fail_names_no_candidate_correc
     assert record["verdict"] == "fails" and record["mutants_killed"] > 0
     assert f"- mutants killed: {record['mutants_killed']} of {record['mutants']}" in (
         format_markdown([record]).split("\n"))
+
+
+def test_a_check_that_accepted_a_mutant_is_not_said_to_have_accepted_no_form():
+    # no mutant rejected, but one accepted: a failing printed form with a candidate correction
+    record = _record("m", "e1", "fails", "s", mutants=(0, 1))
+    record.update(mutated_form="printed",
+                  mutant_results=[{"mutant": "sign flipped", "verdict": "holds"}])
+    assert ("- mutants killed: 0 of 1; the printed form fails, so the mutants that hold are "
+            "candidate corrections: sign flipped") in format_markdown([record]).split("\n")
+    # an experiment not reproduced whose mutant is: the count alone
+    empirical = _record("m", "e2", "not-reproduced", "s", mutants=(0, 1))
+    empirical["mutant_results"] = [{"mutant": "halved", "verdict": "reproduced"}]
+    assert "- mutants killed: 0 of 1" in format_markdown([empirical]).split("\n")
