@@ -9,7 +9,8 @@ the user presses Ctrl-C in a terminal (which signals every process of the comman
 
 :func:`starting_children` closes both: it holds the two signals back while the block starts
 the children, and the children it starts never see Ctrl-C (it reaches the parent, which ends
-them).
+them). :class:`HeldSignals` is its first half alone: the two signals held back while a block
+runs, for a block that must run to its end (the moves that put a result in place).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import contextlib
 import signal
 import threading
 
-__all__ = ["starting_children"]
+__all__ = ["HeldSignals", "starting_children"]
 
 
 def starting_children() -> contextlib.AbstractContextManager[None]:
@@ -43,6 +44,43 @@ def starting_children() -> contextlib.AbstractContextManager[None]:
     return _StartingChildren()
 
 
+class HeldSignals:
+    """Ctrl-C and SIGTERM held back while the block runs, in the main thread (where Python runs
+    signal handlers; elsewhere the block just runs): each that arrives is noted in
+    :attr:`arrived`, in order, and the handlers in place before are back as the block ends,
+    whether it ends or raises. What to do with the signals that arrived is the caller's.
+
+    A signal without a Python handler (set outside Python) or ignored (``SIG_IGN``, as under
+    nohup) is left as it is: an ignored one stays ignored, and is never noted.
+
+    Example:
+        >>> import os, signal
+        >>> calls = []
+        >>> previous = signal.signal(signal.SIGTERM, lambda number, frame: calls.append(number))
+        >>> with HeldSignals() as held:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        >>> held.arrived == [signal.SIGTERM], calls
+        (True, [])
+        >>> _ = signal.signal(signal.SIGTERM, previous)
+    """
+
+    def __enter__(self) -> HeldSignals:
+        self.arrived: list[int] = []
+        self.previous: dict = {}
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(number) not in (None, signal.SIG_IGN):
+                    self.previous[number] = signal.signal(number, self._arrived)
+        return self
+
+    def _arrived(self, number: int, frame: object) -> None:
+        self.arrived.append(number)
+
+    def __exit__(self, *exception: object) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+
 class _StartingChildren:
     """The block of :func:`starting_children` (a class rather than a generator, so that its
     steps can be mutated by the mutation tests, which leave decorated functions out)."""
@@ -55,24 +93,13 @@ class _StartingChildren:
             from multiprocessing import resource_tracker
 
             resource_tracker.ensure_running()
-        self.arrived: list[int] = []
-        self.previous: dict = {}
-        if threading.current_thread() is threading.main_thread():  # Python's handlers run there
-            for number in (signal.SIGINT, signal.SIGTERM):
-                # None: set outside Python; SIG_IGN: nothing to hold back, and the children
-                # inherit it (nohup): both left as they are
-                if signal.getsignal(number) not in (None, signal.SIG_IGN):
-                    self.previous[number] = signal.signal(number, self._arrived)
+        self.held = HeldSignals().__enter__()
         if self.masks:
             self.blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
-    def _arrived(self, number: int, frame: object) -> None:
-        self.arrived.append(number)
-
     def __exit__(self, *exception: object) -> None:
-        if self.masks:  # one that came meanwhile is delivered now, to _arrived
+        if self.masks:  # one that came meanwhile is delivered now, to the held handler
             signal.pthread_sigmask(signal.SIG_SETMASK, self.blocked)
-        for number, handler in self.previous.items():
-            signal.signal(number, handler)
-        if self.arrived:  # the first, to the handler that was in place
-            signal.raise_signal(self.arrived[0])
+        self.held.__exit__(*exception)
+        if self.held.arrived:  # the first, to the handler that was in place
+            signal.raise_signal(self.held.arrived[0])

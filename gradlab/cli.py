@@ -467,27 +467,18 @@ def _remove_empty(folders: list[Path]) -> None:
 
 @contextlib.contextmanager
 def _signals_held(left: str):
-    """Hold Ctrl-C and SIGTERM back while the block runs (in the main thread, where Python
-    handles signals): the few renames that replace a study's files either all happen or none.
-    One that arrived meanwhile is raised as the block ends, saying ``left`` (what is on disk:
-    main() prints it)."""
+    """Hold Ctrl-C and SIGTERM back while the block runs
+    (:class:`~gradlab.child_processes.HeldSignals`): the few renames that replace a study's
+    files either all happen or none. One that arrived meanwhile is raised as the block ends,
+    saying ``left`` (what is on disk: main() prints it); an ignored one (nohup) stays ignored."""
     import signal
-    import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    from gradlab.child_processes import HeldSignals
+
+    with HeldSignals() as held:
         yield
-        return
-    arrived: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {number: signal.signal(number, lambda number, frame: arrived.append(number))
-                for number in held}  # fmt: skip
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    if arrived:  # the block ran to its end: say so
-        error = KeyboardInterrupt() if arrived[0] == signal.SIGINT else _Terminated()
+    if held.arrived:  # the block ran to its end: say so
+        error = KeyboardInterrupt() if held.arrived[0] == signal.SIGINT else _Terminated()
         error.left = left
         raise error
 

@@ -12,19 +12,12 @@ import pytest
 
 from gradlab.child_processes import starting_children
 
-pytestmark = pytest.mark.skipif(
-    sys.platform == "win32" or not hasattr(signal, "pthread_sigmask"), reason="POSIX signals"
-)
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32" or not hasattr(signal, "pthread_sigmask"),
+                       reason="POSIX signals"),
+    pytest.mark.usefixtures("ctrl_c_raises"),  # whatever this process inherited (nohup)
+]
 
-
-
-@pytest.fixture(autouse=True)
-def _ctrl_c_raises():
-    """Ctrl-C as in a terminal, whatever this process inherited (a run in the background, or
-    under nohup, starts with it ignored)."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
 
 
 # A child that prints whether Ctrl-C is blocked in it, as it starts.

@@ -1452,7 +1452,7 @@ def test_an_interrupted_study_leaves_out_as_it_was_earlier_results_included(
 
 
 def test_ctrl_c_while_a_study_moves_its_results_waits_for_the_moves_and_says_so(
-    tmp_path, tmp_path_factory, capsys, studies, monkeypatch
+    tmp_path, tmp_path_factory, capsys, studies, monkeypatch, ctrl_c_raises
 ):
     # was: the earlier run's files removed, the rest of the new run's deleted with the staging
     # folder, and a message that --out "may hold part of each run": it held neither
@@ -1474,6 +1474,33 @@ def test_ctrl_c_while_a_study_moves_its_results_waits_for_the_moves_and_says_so(
         "gradient_anatomy.json", "summary.md", "index.html")]  # fmt: skip
     assert err == (f"gradlab: interrupted; the study's results were written into {str(out)!r} "
                    "first\n")
+    assert sorted(path.name for path in out.iterdir()) == [
+        "gradient_anatomy.json", "index.html", "summary.md"]
+
+
+def test_an_ignored_ctrl_c_while_a_study_moves_its_results_stays_ignored(
+    tmp_path, tmp_path_factory, capsys, studies, monkeypatch
+):
+    # under nohup Ctrl-C is ignored: holding it back during the moves turned it into an
+    # interruption (exit 130) of a run that had finished
+    import signal
+
+    out = tmp_path_factory.mktemp("elsewhere") / "run"
+    replace = os.replace
+
+    def ctrl_c_at_each(source, target):
+        os.kill(os.getpid(), signal.SIGINT)
+        return replace(source, target)
+
+    monkeypatch.setattr(os, "replace", ctrl_c_at_each)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, _, err = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
+                            capsys)  # fmt: skip
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (code, err) == (0, "")
     assert sorted(path.name for path in out.iterdir()) == [
         "gradient_anatomy.json", "index.html", "summary.md"]
 
