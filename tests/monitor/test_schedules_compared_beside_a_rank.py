@@ -21,7 +21,7 @@ import torch
 import gradlab
 from gradlab import GradlabError
 from gradlab.monitor import EmbeddingNorms, Loss, Monitor, every, read_jsonl
-from gradlab.monitor.distributed import ANSWERS, PLAN_HORIZON
+from gradlab.monitor.distributed import ANSWERS, PLAN_HORIZON, PLAN_STEPS
 from tests.helpers.second_rank import MirrorRank, compared_digest
 
 PARTS_AT = PLAN_HORIZON + 10  # where rank 1's schedule answers otherwise, in the second window
@@ -333,3 +333,50 @@ def test_a_quantity_disabled_on_rank_0_says_that_rank_0_logs_it_no_more(tmp_path
     assert said[0].startswith(
         "gradlab.Monitor: step 0: quantity 'raises' raised in compute() and is disabled on "
         "rank 0, which writes the log: it is logged no more (strict=True raises instead):\n")
+
+
+def test_a_step_whose_schedule_raises_is_offered_as_not_logged_at_the_first_step(
+        tmp_path, one_rank_group, monkeypatch):  # fmt: skip
+    # the first step's exchange: the steps this rank's Monitor logs, as a plan of the first
+    # PLAN_STEPS and a digest of PLAN_HORIZON; a schedule that raises logs nothing there
+    rank1 = MirrorRank(monkeypatch)
+    _run(tmp_path, [Loss(_RaisesAt(5))], [0])
+    logs = [step != 5 for step in range(PLAN_HORIZON)]
+    assert rank1.starts == [[0, sum(1 << k for k in range(PLAN_STEPS) if logs[k]),
+                             compared_digest(bytes(logs))]]  # fmt: skip
+
+
+def test_a_quantity_the_loss_cannot_serve_answers_no_step_when_the_answers_travel(
+        tmp_path, one_rank_group, monkeypatch):  # fmt: skip
+    # rank 1 compares otherwise: every answer travels, the norms' (which no rank logs) as 0
+    rows = _answers({10: 2}) + _answers(default=0)
+    rank1 = MirrorRank(monkeypatch, schedules=lambda step: (
+        b"its own", rows) if step == PLAN_HORIZON else None)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(tmp_path / "run", quantities=[Loss(_always), EmbeddingNorms(_always)])
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))  # on a score matrix: no embeddings
+        for step in [0, PLAN_HORIZON - 1, PLAN_HORIZON]:
+            monitor.step_count = step
+            scores = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+            loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
+            monitor.step()
+        monitor.close()
+    parted = [str(w.message) for w in caught if "answers differently" in str(w.message)]
+    assert len(parted) == 1 and "quantity 'loss'" in parted[0]
+    assert rank1.gathers.count("answers") == 1
+
+
+def test_a_quantity_that_decides_its_steps_itself_is_compared_by_its_answers(
+        tmp_path, one_rank_group, monkeypatch):  # fmt: skip
+    # its schedule reads every(1), but its own should_compute logs even steps: the ranks
+    # compare what it logs, not the schedule it was given
+
+    class EvenSteps(Loss):
+        def should_compute(self, step: int) -> bool:
+            return step % 2 == 0
+
+    rank1 = MirrorRank(monkeypatch)
+    _run(tmp_path, [EvenSteps(every(1))], [0, PLAN_HORIZON - 1])
+    even = bytes(step % 2 == 0 for step in range(PLAN_HORIZON, 2 * PLAN_HORIZON))
+    assert rank1.compares == [[PLAN_HORIZON, 1, compared_digest(even)]]
