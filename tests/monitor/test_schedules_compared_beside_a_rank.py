@@ -199,12 +199,12 @@ def test_a_gradlab_schedule_that_parts_is_compared_with_its_end_in_the_next_wind
     assert rank1.gathers.count("answers") == 1
 
 
-def test_a_quantity_the_loss_cannot_serve_is_compared_as_not_logged(tmp_path, one_rank_group,
-                                                                    monkeypatch):  # fmt: skip
-    rank1 = MirrorRank(monkeypatch)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the norms cannot be served: warned of elsewhere
-        monitor = Monitor(tmp_path / "run", quantities=[Loss(every(1)), EmbeddingNorms(every(1))])
+def _scores_run(tmp_path, quantities) -> list[str]:
+    """The loss and a quantity it cannot serve (the norms of embeddings): NT-Xent watched on a
+    score matrix, over the first step and the first window's end; gradlab's warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = Monitor(tmp_path / "run", quantities=quantities)
         loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))  # on a score matrix: no embeddings
         for step in [0, PLAN_HORIZON - 1, PLAN_HORIZON]:
             monitor.step_count = step
@@ -212,6 +212,13 @@ def test_a_quantity_the_loss_cannot_serve_is_compared_as_not_logged(tmp_path, on
             loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
             monitor.step()
         monitor.close()
+    return [str(w.message) for w in caught if "gradlab" in str(w.message)]
+
+
+def test_a_quantity_the_loss_cannot_serve_is_compared_as_not_logged(tmp_path, one_rank_group,
+                                                                    monkeypatch):  # fmt: skip
+    rank1 = MirrorRank(monkeypatch)
+    _scores_run(tmp_path, [Loss(every(1)), EmbeddingNorms(every(1))])
     assert rank1.compares == [[PLAN_HORIZON, 2, compared_digest(b"every(1)\n-")]]
 
 
@@ -352,17 +359,8 @@ def test_a_quantity_the_loss_cannot_serve_answers_no_step_when_the_answers_trave
     rows = _answers({10: 2}) + _answers(default=0)
     rank1 = MirrorRank(monkeypatch, schedules=lambda step: (
         b"its own", rows) if step == PLAN_HORIZON else None)  # fmt: skip
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        monitor = Monitor(tmp_path / "run", quantities=[Loss(_always), EmbeddingNorms(_always)])
-        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))  # on a score matrix: no embeddings
-        for step in [0, PLAN_HORIZON - 1, PLAN_HORIZON]:
-            monitor.step_count = step
-            scores = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
-            loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
-            monitor.step()
-        monitor.close()
-    parted = [str(w.message) for w in caught if "answers differently" in str(w.message)]
+    said = _scores_run(tmp_path, [Loss(_always), EmbeddingNorms(_always)])
+    parted = [message for message in said if "answers differently" in message]
     assert len(parted) == 1 and "quantity 'loss'" in parted[0]
     assert rank1.gathers.count("answers") == 1
 
