@@ -96,6 +96,7 @@ def _run(tmp_path, quantities, steps, strict=False):
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     ours = [w for w in caught if "gradlab" in str(w.message)]
     assert all(w.category is RuntimeWarning for w in ours), [w.category for w in ours]
+    assert all(w.filename == __file__ for w in ours)  # the training loop's step()
     return monitor, records, [str(w.message) for w in ours], error
 
 
