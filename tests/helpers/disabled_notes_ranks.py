@@ -12,7 +12,8 @@ other quantity is due then or later, in one of three ways (``case``):
 ``same_batch_worker`` trains three steps on the same batch on both ranks (the case the Monitor
 reads once, and warns of once).
 
-Each rank writes what it was warned of (gradlab's warnings) to ``warnings_<rank>.json``.
+Each rank writes what it was warned of (gradlab's warnings) to ``warnings_<rank>.json``, and
+its Monitor's ``disabled`` (quantity name: why) to ``disabled_<rank>.json``.
 """
 
 import datetime
@@ -67,10 +68,12 @@ def _batch(rank: int, step: int):
     return torch.randn(8, 4, generator=generator, requires_grad=True), torch.arange(8) % 2
 
 
-def _save(out_dir: str, rank: int, caught) -> None:
+def _save(out_dir: str, rank: int, caught, monitor: Monitor) -> None:
     seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
     with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
         json.dump(seen, handle)
+    with open(os.path.join(out_dir, f"disabled_{rank}.json"), "w") as handle:
+        json.dump(monitor.disabled, handle)
 
 
 def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str) -> None:
@@ -90,7 +93,7 @@ def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str)
             if not (case == "last_call" and step == steps - 1):
                 monitor.step()
         monitor.close()
-    _save(out_dir, rank, caught)
+    _save(out_dir, rank, caught, monitor)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
@@ -105,6 +108,6 @@ def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> No
                 embeddings, labels = _batch(0, step)  # rank 0's batch on every rank
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
-    _save(out_dir, rank, caught)
+    _save(out_dir, rank, caught, monitor)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()

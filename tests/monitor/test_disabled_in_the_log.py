@@ -76,6 +76,15 @@ def test_a_quantity_that_was_alone_gets_a_record_of_its_note(tmp_path):
         "flaky": "step 1: raised in at_call(): KeyError: 'boom'"}}]  # fmt: skip
 
 
+def test_a_note_alone_as_the_runs_first_record_comes_with_the_batchs_device(tmp_path):
+    # the call read a batch (then its only quantity raised): the header says where it lay
+    records = _train(tmp_path, [Flaky("at_call", at_step=0)], steps=1)
+    assert records == [{"step": 0, "disabled": {
+        "flaky": "step 0: raised in at_call(): KeyError: 'boom'"}}]  # fmt: skip
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [header["device"] for header in headers] == ["cpu"]
+
+
 def test_a_quantity_the_loss_cannot_serve_after_all_is_named_in_the_log(tmp_path):
     # the header was written at step 0, when the quantity could still be served
     records = _train(tmp_path, [Loss(every(1)), Flaky("not_applicable", at_step=1)])
@@ -144,6 +153,25 @@ def test_a_run_resumed_after_a_note_alone_copies_no_step_into_its_csv_file(tmp_p
     assert [str(w.message) for w in caught if "lacks steps" in str(w.message)] == []
     with open(tmp_path / "metrics.csv", newline="") as handle:
         assert [row["step"] for row in csv.DictReader(handle)] == ["0", "2"]
+
+
+def test_a_resumption_whose_first_record_is_a_note_alone_says_where_it_resumed(tmp_path):
+    # the loop resumes from a checkpoint of step 1, which the run had logged; its only
+    # quantity raises there: the note alone opens the resumption, and names that step
+    _train(tmp_path, [Flaky("compute", at_step=99)], steps=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Flaky("at_call", at_step=0)],
+                     resume=True) as monitor:  # fmt: skip
+            monitor.step_count = 1
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert records[-1] == {"step": 1, "disabled": {
+        "flaky": "step 1: raised in at_call(): KeyError: 'boom'"}}  # fmt: skip
+    assert headers[-1]["resumed"]["from_step"] == 1
+    assert sum("resumes at step 1," in str(w.message) for w in caught) == 1
 
 
 def test_gradlab_plot_says_when_a_resumed_run_logs_a_disabled_quantity_again(tmp_path):

@@ -58,6 +58,11 @@ def test_a_quantity_disabled_on_rank_0_alone_is_warned_of_there_alone(tmp_path):
         f"gradlab.Monitor: step {DISABLED_AT}: quantity 'fails_at_step' raised in at_call() "
         "and is disabled on rank 0, which writes the log: it is logged no more")
     assert told[1] == []
+    # rank 1, whose copy raised nothing, leaves it out too: rank 0 logs it no more
+    disabled = [json.loads((tmp_path / f"disabled_{rank}.json").read_text()) for rank in range(2)]
+    assert list(disabled[0]) == ["fails_at_step"]  # rank 0: the traceback of its error
+    assert disabled[0]["fails_at_step"].endswith("KeyError: 'injected failure at the call'\n")
+    assert disabled[1] == {"fails_at_step": "disabled on rank 0, which writes the log"}
 
 
 @pytest.mark.slow

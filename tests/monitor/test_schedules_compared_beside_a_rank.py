@@ -263,18 +263,23 @@ def test_a_step_set_past_the_compared_window_is_compared_before_its_call_asks_th
         "loss": f"step {RESUMED}: disabled on every rank: {why}"}}]  # fmt: skip
 
 
+@pytest.mark.parametrize("back_to", [[PARTS_AT - 2, PARTS_AT - 1], [0, 1]])
 def test_a_loop_gone_back_before_the_parting_step_gathers_nothing_for_the_quantity(
-        tmp_path, one_rank_group, monkeypatch):  # fmt: skip
+        tmp_path, one_rank_group, monkeypatch, back_to):  # fmt: skip
     # disabled on every rank for the rest of the run, as a quantity rank 0 disabled: a loop
-    # gone back to an earlier checkpoint neither logs it nor gathers a batch for it
+    # gone back to an earlier checkpoint (in the compared window, or to the run's first step,
+    # outside it) neither logs it nor gathers a batch for it
     rank1 = MirrorRank(monkeypatch, schedules=_peer(PLAN_HORIZON, _answers({10: 2})))
     _monitor, records, said, error = _run(tmp_path, [Loss(_always)],
-                                          [*STEPS, PARTS_AT - 2, PARTS_AT - 1])  # fmt: skip
+                                          [*STEPS, *back_to])  # fmt: skip
     assert error is None and len(said) == 1
     assert [r["step"] for r in records][-1] == PARTS_AT  # the note; nothing after it
-    assert rank1.gathers[-1] == "rows"  # the last logged step's, before the parting
+    compared = ["compare"] if back_to[0] == 0 else []  # step 0 lies outside the window
+    # the last logged step's rows, before the parting, then at most the comparison from step 0
+    assert rank1.gathers[-1 - len(compared):] == ["rows", *compared]
     logged = [0, *range(PLAN_HORIZON - 1, PARTS_AT)]  # 3 gathers each
-    assert len(rank1.gathers) == len(["start", "compare", "answers"]) + 3 * len(logged)
+    assert len(rank1.gathers) == len(["start", "compare", "answers", *compared]) + 3 * len(
+        logged)
 
 
 def test_a_loop_resumed_at_the_first_step_past_the_compared_window_is_compared_there(
