@@ -954,14 +954,17 @@ def _stand_ins_text(expression: sp.Expr) -> str:
     return f", with {', '.join(said)}" if said else ""
 
 
-def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points: int):
+def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points: int,
+             also: frozenset = frozenset()):  # fmt: skip
     """``(True, None, how)`` if ``expression`` is identically zero, else a counterexample.
 
     Exact rational (or 50-digit) evaluation at random points first: a non-zero value is a
-    counterexample. If every point vanishes, ``sympy.simplify`` is asked for a proof.
+    counterexample. If every point vanishes, ``sympy.simplify`` is asked for a proof. ``also``:
+    symbols every point must give besides the expression's (the truth's, for its value at the
+    witness).
     """
     concrete = _concretize(expression)
-    free = concrete.free_symbols
+    free = concrete.free_symbols | also
     _check_covered(free, symbols, "symbols")
     undefined = []  # (point, what it is) where printed minus true is not a finite number
     too_large = 0  # of them, the points mpmath cannot evaluate
@@ -1110,8 +1113,9 @@ def symbolic_equality(
 
     Raises:
         GradlabError: ``printed`` or ``truth`` not an expression, ``symbols`` not a list of
-            symbols or missing a free symbol of ``printed - truth`` (or a ``sampler`` point
-            missing one), ``points`` not a positive integer.
+            symbols or missing a free symbol of ``printed - truth`` (with ``relative``, of
+            ``truth`` too), or a ``sampler`` point missing one, ``points`` not a positive
+            integer.
 
     Example:
         >>> import sympy as sp
@@ -1141,7 +1145,11 @@ def symbolic_equality(
                            f"a dict symbol -> value; got {type(sampler).__name__} "
                            f"{sampler!r}")  # fmt: skip
     check_bool("relative", relative)
-    same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
+    # with relative, the truth's value at the witness needs its symbols too, one that cancels
+    # in printed - truth included
+    also = frozenset(_concretize(sp.sympify(truth)).free_symbols) if relative else frozenset()
+    same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points,
+                                         also)  # fmt: skip
     if same is None:
         return undecided(f"{how}.")
     witness, failure = "", _WRONG_VALUE

@@ -286,6 +286,17 @@ def test_a_witness_where_a_symbol_without_a_sign_is_positive_says_it_was_drawn_s
                                        "evaluation).")  # fmt: skip
 
 
+@pytest.mark.parametrize(("at", "said"), [(sp.Integer(0), False), (sp.Rational(1, 2), True)])
+def test_a_threshold_witness_of_a_symbol_without_a_sign_says_drawn_where_it_is_positive(at, said):
+    # 1 at u = at alone, which no random point is: the witness is the threshold point itself,
+    # positive (1/2) or not (0)
+    u = UNDECLARED
+    verdict = symbolic_equality(sp.Piecewise((1, sp.Eq(u, at)), (0, True)), sp.Integer(0), [u])
+    drawn = "; u drawn > 0: no sign declared" if said else ""
+    assert verdict == Verdict("fails", f"printed minus true is {sp.N(1, 8)} at u = {at} (exact "
+                                       f"evaluation{drawn}).")  # fmt: skip
+
+
 def test_an_undefined_point_of_a_symbol_drawn_positive_for_want_of_a_sign_says_so():
     # _Gap(u) is nan below 20 and 0 above: no witness, and no proof either
     verdict = symbolic_equality(_Gap(UNDECLARED), sp.Integer(0), [UNDECLARED])

@@ -96,6 +96,23 @@ def test_a_check_that_raises_on_a_mutant_rejects_it_and_says_so():
     assert first["detail"] == "the check raised ZeroDivisionError on this mutant: no"
 
 
+def test_a_mutant_detail_names_lambdifys_code_without_its_counter():
+    # lambdify numbers the file name of each function it makes (<lambdifygenerated-7>): the
+    # count depends on what the process evaluated before, so the record drops it
+    def check(form):
+        if form.value != x:
+            generated = sp.lambdify(x, form.value, "math")
+            raise ValueError(f"math domain error in {generated.__code__.co_filename}")
+        return decide(True, "x is x", "")
+
+    counted = sp.lambdify(x, x).__code__.co_filename
+    assert counted.startswith("<lambdifygenerated-") and counted != "<lambdifygenerated>"
+    record = audit_claim(Claim("mine", "eq3", "x", Form(x), check), mutants=True)
+    details = {m["detail"] for m in record["mutant_results"]}
+    assert details == {"the check raised ValueError on this mutant: math domain error in "
+                       "<lambdifygenerated>"}  # fmt: skip
+
+
 def test_a_rejected_mutant_carries_no_detail():
     record = audit_claim(_rank_claim(), mutants=True)
     assert all(m["verdict"] == "fails" and "detail" not in m for m in record["mutant_results"])

@@ -1,7 +1,11 @@
 """Relative error beside absolute in the deciding helpers' details (opt-in: ``relative=True``)."""
 
+import math
+
+import pytest
 import sympy as sp
 
+from gradlab.errors import GradlabError
 from gradlab.symbolic.claims import numeric_agreement, symbolic_equality
 from tests.helpers.witness import witness as witness_of
 
@@ -69,3 +73,40 @@ def test_a_true_value_under_a_deep_cancellation_is_printed_with_its_own_digits()
     shown = float(relative.split(",")[0].removeprefix("true value "))
     assert abs(shown - float(reference)) <= 1e-7 * float(reference)
     assert relative.endswith("relative error 1 (100 %).")
+
+
+def test_a_nan_printed_value_has_an_undefined_relative_error():
+    verdict = numeric_agreement(lambda c: math.nan, lambda c: 2.0, [0], tolerance=0.1,
+                                relative=True)  # fmt: skip
+    assert verdict.detail == ("max |printed - true| = nan (case 1 of 1); relative error "
+                              "undefined there.")  # fmt: skip
+
+
+def test_a_true_value_that_cancels_to_zero_reads_0_with_an_infinite_relative_error():
+    # sin^2 + cos^2 - 1 is 0 at every point, but its evaluation leaves the residue of a
+    # cancellation: the true value at the witness is 0, so the relative error is infinite
+    p = sp.Symbol("p", positive=True)
+    truth = sp.sin(p) ** 2 + sp.cos(p) ** 2 - 1
+    assert sp.simplify(truth) == 0
+    verdict = symbolic_equality(truth + 1, truth, [p], relative=True)
+    _, _, relative = verdict.detail.rpartition("; ")
+    assert relative == "true value 0, relative error infinite."
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_a_symbol_of_the_truth_that_cancels_in_the_difference_is_asked_for_when_relative(
+        sampled):  # fmt: skip
+    # was: TypeError (Cannot convert expression to float) after the witness was found: the
+    # true value 3 + y has a symbol that printed - true = x does not
+    p, y = sp.Symbol("p", positive=True), sp.Symbol("y", positive=True)
+    sampler = (lambda generator: {p: 3}) if sampled else None
+    assert symbolic_equality(2 * p + y, p + y, [p], sampler=sampler).verdict == "fails"
+    with pytest.raises(GradlabError, match=r"^symbols must include every free symbol of printed "
+                                           r"and truth; missing y \(given: p\)$"):  # fmt: skip
+        symbolic_equality(2 * p + y, p + y, [p], sampler=sampler, relative=True)
+    point = {p: 3, y: sp.Rational(1, 2)}
+    verdict = symbolic_equality(2 * p + y, p + y, [p, y], sampler=lambda generator: point,
+                                relative=True)  # fmt: skip
+    assert verdict.detail == (f"printed minus true is {sp.N(3, 8)} at p = 3, y = 1/2 (exact "
+                              f"evaluation); true value {sp.N(sp.Rational(7, 2), 8)}, relative "
+                              f"error {3 / 3.5:.3g} ({100 * 3 / 3.5:.3g} %).")  # fmt: skip

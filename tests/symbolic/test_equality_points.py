@@ -227,6 +227,26 @@ def test_a_true_integer_threshold_identity_still_holds_tried_once_per_integer():
         "(50 digits).")
 
 
+def test_integers_that_two_thresholds_of_one_symbol_share_are_tried_once():
+    # thresholds at 3 and 4 of an integer n: 2, 3, 4 and 3, 4, 5 are four integers, not six
+    n = INTEGER
+    printed = sp.Min(n, 3) + sp.Max(n, 3) + sp.Min(n, 4) + sp.Max(n, 4) - n - 4
+    tried = {value for root in (3, 4) for value in (root - 1, root, root + 1)}
+    assert _detail(printed, n + 3, n) == (
+        f"printed minus true vanishes at 12 random points and {len(tried)} at and beside its "
+        "thresholds (50 digits).")
+
+
+def test_a_threshold_witness_is_the_same_point_at_every_call():
+    # the other symbols of a threshold point lie at a default point drawn from a fixed seed:
+    # a record made twice says the same
+    y = sp.Symbol("y", positive=True)
+    printed = sp.Piecewise((y, sp.Eq(X, 0)), (0, True))  # y at x = 0 alone
+    details = {symbolic_equality(printed, sp.Integer(0), [X, y]).detail for _ in range(3)}
+    assert len(details) == 1
+    assert _threshold_witness(printed, sp.Integer(0), [X, y])[X] == 0
+
+
 def test_one_threshold_found_twice_adds_its_three_points_once():
     # max(x, 2) + min(x, 2) = x + 2: both cross at x = 2
     assert _detail(sp.Max(X, 2) + sp.Min(X, 2), X + 2, X) == (

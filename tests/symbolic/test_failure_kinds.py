@@ -94,6 +94,16 @@ def test_a_case_where_the_printed_value_is_not_a_number_is_undefined(missing):
     assert (verdict.verdict, verdict.failure) == ("fails", "undefined")
 
 
+def test_a_case_off_by_exactly_the_tolerance_agrees_beside_an_undefined_one():
+    # case 1 is off by 0.5, the tolerance itself (exact in binary): it agrees, so the one case
+    # that fails gives no number and the form is undefined, not a wrong value
+    values = {0: (1.5, 1.0), 1: (math.nan, 2.0)}
+    verdict = numeric_agreement(lambda c: values[c][0], lambda c: values[c][1], [0, 1],
+                                tolerance=0.5)  # fmt: skip
+    assert abs(values[0][0] - values[0][1]) == 0.5
+    assert (verdict.verdict, verdict.failure) == ("fails", "undefined")
+
+
 def test_a_claim_wrong_as_printed_records_how_and_one_that_holds_records_nothing():
     def check(form):
         return symbolic_equality(form.value, RECIPROCAL, [count])
