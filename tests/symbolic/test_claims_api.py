@@ -801,6 +801,31 @@ def test_a_difference_without_a_non_zero_100_digit_value_is_no_witness(
         assert "at 50 digits and not a number at 100 digits" in verdict.detail
 
 
+class _FadingBelowOne(sp.Function):
+    """1 from its argument 1 on; below it ``_Fading``: sqrt(2) to 300 bits, nan beyond."""
+
+    def _eval_evalf(self, prec):
+        if self.args[0] >= 1:
+            return sp.Float(1, prec)
+        return sp.sqrt(sp.Float(2, prec)) if prec <= 300 else sp.nan
+
+
+def test_a_point_without_a_100_digit_value_does_not_end_the_search_for_a_witness():
+    # the first point has no 100-digit value (no evidence there); the second is a witness
+    verdict = symbolic_equality(_FadingBelowOne(x), sp.Integer(0), [x],
+                                sampler=_at(sp.Rational(3, 7), 5), points=2)  # fmt: skip
+    assert verdict.verdict == "fails", verdict.detail
+    assert witness(verdict.detail) == (str(sp.N(1, 8)), {"x": "5"})
+
+
+def test_a_holds_on_a_samplers_points_names_no_symbol_drawn_positive():
+    # the sampler's points are its own: nothing was drawn positive for want of a sign
+    u = UNDECLARED
+    verdict = symbolic_equality(sp.sqrt(u**2), u, [u], sampler=lambda generator: {u: 2})
+    assert verdict == Verdict("holds", "printed minus true vanishes at 12 random points (50 "
+                                       "digits).")  # fmt: skip
+
+
 class _Huge(sp.Function):
     """Its argument, except that evaluating it above 50 raises what mpmath raises on a number
     too large for it (``MemoryError``; ``OverflowError`` as ``_Huge.raised`` says)."""
