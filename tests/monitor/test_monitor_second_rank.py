@@ -550,3 +550,58 @@ def test_a_run_resumed_with_distributed_local_is_another_setting(tmp_path, one_r
     assert len(told) == 1 and ("distributed {'world_size': 2, 'mode': 'auto', 'gathered': "
                                "True} -> {'world_size': 2, 'mode': 'local', 'gathered': "
                                "False}") in told[0]  # fmt: skip
+
+
+class _RaisesAtCall(gradlab.monitor.Quantity):
+    """A quantity of the user's own whose ``at_call`` raises at the call of step ``at``."""
+
+    name = "raises_at_call"
+    keys = ("raises_at_call_mean",)
+    needs = frozenset({"embeddings"})
+
+    def __init__(self, at: int) -> None:
+        super().__init__(gradlab.monitor.every(1))
+        self.at, self.calls = at, 0
+
+    def at_call(self, batch):
+        self.calls += 1
+        if self.calls - 1 == self.at:
+            raise KeyError("at its call")
+
+    def compute(self, batch):
+        return {"raises_at_call_mean": batch.embeddings.double().mean()}
+
+
+NOTE = "raised in at_call(): KeyError: 'at its call'"
+
+
+@pytest.mark.parametrize("case", ["rank 1 skips it", "alone", "out of step"])
+@pytest.mark.parametrize("at", [0, 1])
+def test_a_note_alone_is_written_at_its_step_under_a_header_that_names_the_device(
+        tmp_path, one_rank_group, monkeypatch, case, at):  # fmt: skip
+    # a step that logs no value but a note: rank 1 has no batch for it (the step is skipped
+    # on every rank), its one quantity was disabled on rank 0 at the call, or the ranks are out
+    # of step there; at step 0 the note is the run's first record, and its header still says
+    # where the batch lay
+    offers = {"rank 1 skips it": lambda step, offer: offer[:2] + [0] * 7 if step == at else offer,
+              "out of step": lambda step, offer: [step + 1, *offer[1:]] if step == at else offer}
+    MirrorRank(monkeypatch, offers.get(case))
+    quantities = {"rank 1 skips it": [gradlab.monitor.Loss(gradlab.monitor.every(1)),
+                                      _RaisesAtCall(at)],
+                  "alone": [_RaisesAtCall(at)],
+                  "out of step": [gradlab.monitor.Loss(gradlab.monitor.every(1))]}[case]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monitor = gradlab.Monitor(tmp_path / "run", quantities=quantities)
+        _train(monitor, steps=3)
+        monitor.close()
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [header["device"] for header in headers] == ["cpu"]
+    notes = [record for record in records if "disabled" in record]
+    name = quantities[-1].name
+    why = f"step {at}: {NOTE}" if case != "out of step" else (
+        f"step {at}: the ranks are out of step (rank 0 at step {at} after {at + 1} watched "
+        f"call(s), rank 1 at step {at + 1} after {at + 1} watched call(s)); the Monitor stops "
+        "logging")  # fmt: skip
+    assert notes == [{"step": at, "disabled": {name: why}}]
+    assert [record["step"] for record in records].index(at) == at  # in its place, at its step
