@@ -171,6 +171,14 @@ def test_a_second_callback_on_the_same_folder_is_refused_at_setup(tmp_path, ahea
         f"trainer already holds a GradlabCallback writing to {str(folder)!r}; one folder takes "
         "one Monitor: watch every loss with one callback, or give each callback its own log_dir")
     assert trainer.global_step == 0  # refused before any step
+    # by the first of the two, before its Monitor opened: nothing was written there, so the fit
+    # with the clash mended starts afresh (no run to resume or overwrite)
+    assert not (folder / "metrics.jsonl").exists()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        quiet_trainer(max_steps=2, logger=CSVLogger(tmp_path), callbacks=[first]).fit(
+            LitRetrieval(first.watch(gradlab.SmoothAPLoss(0.05))), loader(2))
+    assert [str(w.message) for w in caught if "gradlab" in str(w.message).lower()] == []
 
 
 def test_two_callbacks_forwarding_under_one_prefix_are_refused_and_under_two_both_log(

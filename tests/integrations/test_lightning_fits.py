@@ -13,6 +13,7 @@ import torch
 
 pytest.importorskip("lightning")
 
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.tuner import Tuner
 
 import gradlab
@@ -85,7 +86,9 @@ def test_fitting_the_same_trainer_again_goes_on_with_its_run(tmp_path, log_dir, 
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
     trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
                             default_root_dir=tmp_path)  # fmt: skip
+    assert callback.run_dir is None  # no fit has opened a Monitor yet
     trainer.fit(module, loader(3))
+    assert callback.run_dir == folder  # kept after the fit: the folder to plot
     trainer.fit_loop.epoch_loop.max_steps = 6
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -96,6 +99,29 @@ def test_fitting_the_same_trainer_again_goes_on_with_its_run(tmp_path, log_dir, 
     assert len(headers) == 2 and headers[1]["resumed"]["from_step"] == 3
     assert [r["loss"] for r in records] == pytest.approx(module.train_losses, rel=1e-6)
     assert not (tmp_path / DEFAULT_FOLDER / "version_1").exists()
+
+
+def test_the_same_trainer_fitting_again_from_an_earlier_checkpoint_says_steps_repeat(tmp_path):
+    # training further from the checkpoint of step 1 after the run logged steps 0-2: the
+    # callback says so (once, the Monitor's own words left out), and steps 1-2 are logged again
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    every_step = ModelCheckpoint(dirpath=tmp_path / "checkpoints", every_n_train_steps=1,
+                                 save_top_k=-1, filename="{step}")  # fmt: skip
+    trainer = quiet_trainer(max_steps=3, callbacks=[callback, every_step], logger=False,
+                            enable_checkpointing=True, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(module, loader(3))
+    trainer.fit_loop.epoch_loop.max_steps = 5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(3), ckpt_path=tmp_path / "checkpoints" / "step=1.ckpt")
+    said = [str(w.message) for w in caught if "gradlab" in str(w.message).lower()]
+    assert len(said) == 1 and said[0].startswith(
+        f"GradlabCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, whose "
+        "last logged step is 2, and the Trainer resumes from a checkpoint at step 1: its steps "
+        "1-2 will be logged again after the earlier ones")
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 1, 2, 3, 4]
 
 
 def test_another_trainer_still_refuses_a_folder_that_holds_a_run(tmp_path):
