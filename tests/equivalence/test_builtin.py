@@ -237,9 +237,11 @@ def test_the_default_seed_is_zero():
     assert expected != pytest.approx(_nt_xent_reference_loss(1, torch.float64), rel=1e-6)
 
 
-def test_the_class_sizes_reach_the_problem():
-    result = check_builtin("gradient-cache", batch_size=9, class_sizes=[2, 3, 4])
-    expected = _whole_loss(gradlab.NTXentLoss(), 9, class_sizes=[2, 3, 4])
+@pytest.mark.parametrize("sizes", [[2, 3, 4], [1, 3, 5]], ids=["three sizes", "a singleton"])
+def test_the_class_sizes_reach_the_problem(sizes):
+    # a class of one item is a class too: its item has no positive but itself
+    result = check_builtin("gradient-cache", batch_size=9, class_sizes=sizes)
+    expected = _whole_loss(gradlab.NTXentLoss(), 9, class_sizes=sizes)
     assert result.reference_loss == pytest.approx(expected, rel=1e-12)
     assert (result.equivalent, result.class_size) == (True, None)  # classes of three sizes
     assert check_builtin("gradient-cache").class_size == 2  # the default: classes of two
@@ -339,6 +341,9 @@ def test_cached_mnrl_is_checked_against_its_own_loss():
         scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
     expected = float(F.cross_entropy(20.0 * scores, torch.arange(B)))
     assert result.reference_loss == pytest.approx(expected, rel=1e-12)
+    # --class-sizes does not apply, so the result suggests none: it says why instead
+    assert result.fixed_classes == ("cached-mnrl's loss takes the pair's own item as the only "
+                                    "positive")  # fmt: skip
 
 
 @pytest.mark.slow
