@@ -501,7 +501,11 @@ STUDY_TESTS = {
     "report/prose": ["tests/report/test_prose.py", "tests/report/test_geometry_prose.py",
                      "tests/experiments/test_summaries.py",
                      "tests/report/test_collapsed_scenes.py"],  # the collapsed runs' words
-    "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
+    "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py",
+                         # the audit's mutant counts and a scene run's name, in the findings
+                         "tests/report/test_findings_text.py", "tests/report/test_findings.py",
+                         "tests/report/test_collapsed_scenes.py",
+                         "tests/experiments/test_summaries.py"],
     "report/monitor_captions": ["tests/report/test_monitor_captions.py"],
     "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
                         "tests/report/test_headline_findings.py",
