@@ -118,6 +118,25 @@ def test_p_vs_batch_size_text_words_each_setting_and_the_audits_verdict():
     assert prose.p_vs_batch_size_text(batch, summary) == " ".join(expected)
 
 
+@pytest.mark.parametrize(("off", "said"), [
+    ("rises", " (without each query's own entry, 1/m of P, it rises)"),
+    ("falls", " (without each query's own entry, 1/m of P, it falls)"),
+    ("within_spread", ""),  # it does not move either, as P: nothing to add
+    (None, ""),  # a summary without the off-diagonal share
+])  # fmt: skip
+def test_p_vs_batch_size_text_says_when_p_without_the_diagonal_moves_otherwise(off, said):
+    batch = _batch(fixed_trained=_setting(RISING, RISING, RISING))
+    within = {"change": "within_spread"}
+    if off is not None:
+        within["off_diagonal"] = {"change": off}
+    summary = {"settings": {"fixed_trained": within, "trained_at_m": {"change": "falls"}},
+               "claim": {"verdict": "not-testable-here",
+                         "miniature": {"outcome": "not-reproduced"}}}  # fmt: skip
+    text = prose.p_vs_batch_size_text(batch, summary)
+    assert (f"here, on this miniature, at a fixed trained network P does not move beyond the "
+            f"seed spread{said}; with one network fine-tuned per m P falls.") in text
+
+
 def test_p_vs_batch_size_text_skips_missing_settings_and_computes_its_summary():
     batch = _batch(trained_at_m=_setting(RISING, RISING, RISING, steps=[8, 4, 2]))
     text = prose.p_vs_batch_size_text(batch)
