@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gradlab.errors import GradlabError
 from gradlab.extras import require
 
 if TYPE_CHECKING:
@@ -135,7 +136,14 @@ class PlainLogFormatter(_ticker.LogFormatterSciNotation):
 def log_scale(axis: plt.Axes, which: str = "y", linthresh: float | None = None) -> None:
     """Put ``axis``'s ``which`` axis (``"x"`` or ``"y"``) on a log scale, or on a symmetric
     log scale linear within ``linthresh`` of 0 when given, labelled by
-    :class:`PlainLogFormatter`."""
+    :class:`PlainLogFormatter`.
+
+    Raises:
+        GradlabError: ``which`` is neither ``"x"`` nor ``"y"``.
+    """
+    if which not in ("x", "y"):
+        raise GradlabError(f"which must be 'x' or 'y' (the axis to put on a log scale); got "
+                           f"{which!r}")  # fmt: skip
     scaled = axis.yaxis if which == "y" else axis.xaxis
     set_scale = axis.set_yscale if which == "y" else axis.set_xscale
     if linthresh is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -19,6 +20,7 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextToPath
 
+from gradlab.errors import GradlabError
 from gradlab.plotting import apply_style, batch_size_axis, load_results, save_figure
 from gradlab.plotting.style import (
     LABEL_GAP,
@@ -359,6 +361,17 @@ def test_a_log_axis_reaching_beyond_plain_numbers_labels_every_tick_as_a_power(v
     log_scale(axis)
     labels = _labels(axis)
     assert labels and all(label.startswith("$") and "10^" in label for label in labels), labels
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("which", ["X", "", None, "xy"])
+def test_an_axis_that_is_neither_x_nor_y_is_refused_by_name(which):
+    # was: anything but "y" put the x axis on a log scale
+    figure, axis = plt.subplots()
+    with pytest.raises(GradlabError, match=rf"^which must be 'x' or 'y' \(the axis to put on a "
+                                           rf"log scale\); got {re.escape(repr(which))}$"):
+        log_scale(axis, which)
+    assert (axis.get_xscale(), axis.get_yscale()) == ("linear", "linear")  # left as it was
     plt.close(figure)
 
 
