@@ -112,6 +112,28 @@ def test_gradlab_plot_says_which_quantity_was_disabled_and_why(tmp_path):
     ]
 
 
+class OtherFlaky(Flaky):
+    """A second quantity of the user's own that fails in one of its methods at one step."""
+
+    name = "other_flaky"
+    keys = ("other_flaky_mean",)
+
+    def compute(self, batch):
+        return {"other_flaky_mean": super().compute(batch)["flaky_mean"]}
+
+
+def test_gradlab_plot_names_two_disabled_quantities_in_one_sentence(tmp_path):
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1),
+                      OtherFlaky("compute", at_step=2)], steps=4)  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        load_runs([tmp_path])
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantities 'flaky' (step 1: "
+        "raised in compute(): ValueError: no value); 'other_flaky' (step 2: raised in "
+        "compute(): ValueError: no value) during the run: their keys end there"
+    ]
+
+
 def _raises_at(failing_step):
     def schedule(step):
         if step == failing_step:

@@ -1214,3 +1214,23 @@ def test_runs_past_the_palette_are_named_as_sharing_a_colour(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_runs(runs[:-1])  # one colour each: nothing to say
+
+
+def test_the_steps_due_lie_strictly_inside_the_span_asked_and_each_key_keeps_its_own():
+    records = monitor_plots.Records(
+        [{"step": s} for s in range(13)],
+        [(0, {"a": every(2), "b": every(3)}), (10, {"a": every(2), "b": every(3)})])
+    # strictly between 2 and 8: neither end, whichever schedule logs it
+    assert records.due_steps("a", 2, 8) == {4, 6}
+    assert records.due_steps("b", 0, 6) == {3}  # its own schedule, not a's cached
+    assert records.due_steps("a", 0, 6) == {2, 4}
+
+
+def test_a_span_inside_a_later_part_reads_that_part_alone():
+    # the first part's header records no schedule for b (a key it did not log): a span past
+    # it reads b's schedule from the second part's header, not None from the first's
+    records = monitor_plots.Records(
+        [{"step": s} for s in range(20)],
+        [(0, {"a": every(2)}), (10, {"a": every(2), "b": every(2)})])
+    assert records.due_steps("b", 12, 18) == {14, 16}
+    assert records.due_steps("b", 8, 18) is None  # reaching into the first part: guessed
