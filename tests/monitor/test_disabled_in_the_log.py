@@ -47,6 +47,13 @@ class Flaky(Quantity):
         return {"flaky_mean": batch.embeddings.double().mean()}
 
 
+def _plot_warnings(log_dir) -> list[str]:
+    """What ``gradlab plot`` reading ``log_dir`` warns of (it warns at least once)."""
+    with pytest.warns(UserWarning) as caught:
+        load_runs([log_dir])
+    return [str(w.message) for w in caught]
+
+
 def _train(log_dir, quantities, steps=3, sinks=("jsonl",)):
     generator = torch.Generator().manual_seed(0)
     with warnings.catch_warnings(record=True):
@@ -104,9 +111,7 @@ def test_the_csv_sink_leaves_the_note_out(tmp_path):
 
 def test_gradlab_plot_says_which_quantity_was_disabled_and_why(tmp_path):
     _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)])
-    with pytest.warns(UserWarning) as caught:
-        load_runs([tmp_path])
-    assert [str(w.message) for w in caught] == [
+    assert _plot_warnings(tmp_path) == [
         f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
         "raised in compute(): ValueError: no value) during the run: its keys end there"
     ]
@@ -125,9 +130,7 @@ class OtherFlaky(Flaky):
 def test_gradlab_plot_names_two_disabled_quantities_in_one_sentence(tmp_path):
     _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1),
                       OtherFlaky("compute", at_step=2)], steps=4)  # fmt: skip
-    with pytest.warns(UserWarning) as caught:
-        load_runs([tmp_path])
-    assert [str(w.message) for w in caught] == [
+    assert _plot_warnings(tmp_path) == [
         f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantities 'flaky' (step 1: "
         "raised in compute(): ValueError: no value); 'other_flaky' (step 2: raised in "
         "compute(): ValueError: no value) during the run: their keys end there"
@@ -208,9 +211,7 @@ def test_gradlab_plot_says_when_a_resumed_run_logs_a_disabled_quantity_again(tmp
             monitor.step()
     assert [r.get("flaky_mean") is not None for r in read_jsonl(tmp_path)[1]] == [
         True, False, False, True]  # fmt: skip
-    with pytest.warns(UserWarning) as caught:
-        load_runs([tmp_path])
-    assert [str(w.message) for w in caught] == [
+    assert _plot_warnings(tmp_path) == [
         f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
         "raised in compute(): ValueError: no value) during the run: its keys end there "
         "('flaky' is logged again from step 3, where the run resumed)"
