@@ -875,6 +875,7 @@ PLOTTING_TESTS = {
                          "tests/plotting/test_monitor_summaries.py",
                          "tests/plotting/test_monitor_axes.py",  # y scales, flat lines, gaps
                          "tests/plotting/test_monitor_long_runs.py",  # grouped means, resumptions
+                         "tests/plotting/test_monitor_legends.py",  # bands, runs not logging
                          # the note of a disabled quantity, as gradlab plot says it
                          "tests/monitor/test_disabled_in_the_log.py"],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",

@@ -48,9 +48,11 @@ class Flaky(Quantity):
 
 
 def _plot_warnings(log_dir) -> list[str]:
-    """What ``gradlab plot`` reading ``log_dir`` warns of (it warns at least once)."""
+    """What ``gradlab plot`` reading ``log_dir`` warns of (it warns at least once), each
+    warning pointing at the line that asked for the runs."""
     with pytest.warns(UserWarning) as caught:
         load_runs([log_dir])
+    assert [w.filename for w in caught] == [__file__] * len(caught)
     return [str(w.message) for w in caught]
 
 

@@ -92,7 +92,10 @@ def _legend_texts(legend):
 
 
 def test_runs_are_labelled_by_their_folder_and_keep_their_records(tmp_path):
-    runs = load_runs([_run(tmp_path / "a", loss=LOSS), _run(tmp_path / "b", loss=LOSS[:2])])
+    # folders of different names: their names alone, whatever lies between them and their
+    # common parent
+    runs = load_runs([_run(tmp_path / "x" / "a", loss=LOSS),
+                      _run(tmp_path / "y" / "b", loss=LOSS[:2])])  # fmt: skip
     assert [label for label, _ in runs] == ["a", "b"]
     assert runs[0][1] == _records(loss=LOSS) and runs[1][1] == _records(loss=LOSS[:2])
 
