@@ -78,6 +78,24 @@ class _CommandParser(_OneLineParser):
         return arguments, extras
 
 
+class _TopParser(_OneLineParser):
+    """The ``gradlab`` parser: an option it does not know, given without a command, is named
+    (argparse would say only that COMMAND is missing, as for ``gradlab --bogus``)."""
+
+    commands: argparse.Action | None = None
+    """The subparsers' action, whose ``choices`` are the commands (set once they are added)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        words = sys.argv[1:] if args is None else list(args)
+        known = {option for action in self._actions for option in action.option_strings}
+        if self.commands is not None and not set(words) & set(self.commands.choices or ()):
+            unknown = [word for word in words
+                       if word.startswith("-") and word.partition("=")[0] not in known]
+            if unknown:
+                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return super().parse_known_args(args, namespace)
+
+
 def _version() -> str:
     import gradlab
 
@@ -115,7 +133,7 @@ def _check_extras(argv: list[str]) -> None:
 def _build_parser(
     with_sections: bool = True, with_candidates: bool = True, with_plan_losses: bool = True
 ) -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = _TopParser(
         prog="gradlab",
         description="gradlab: gradient diagnostics for ranking and contrastive losses. Each "
         "command's options: gradlab COMMAND --help",
@@ -123,6 +141,7 @@ def _build_parser(
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     commands.required = True
+    parser.commands = commands
     report_help = "run the studies and the audit and write the report (HTML and Markdown)"
     report = commands.add_parser("report", help=report_help, description=report_help)
     report.add_argument(

@@ -103,6 +103,8 @@ def test_a_closed_standard_output_ends_the_command_quietly_with_141(argv, tmp_pa
     [(["audit", "--bogus"], "gradlab audit"), (["report", "--quick", "--bogus"], "gradlab report"),
      (["report", "stray"], "gradlab report"), (["plot", "run", "--bogus"], "gradlab plot"),
      (["--bogus", "audit"], "gradlab"),  # before the command: the top level's option
+     (["--bogus"], "gradlab"),  # without a command: named, not "COMMAND is required"
+     (["--bogus=1"], "gradlab"),  # an option with its value, and no command
      (["audit", "--bogus", "stray"], "gradlab audit")],  # both named, as typed
 )  # fmt: skip
 def test_an_unknown_option_points_to_the_help_of_the_command_it_was_given_to(
@@ -112,7 +114,7 @@ def test_an_unknown_option_points_to_the_help_of_the_command_it_was_given_to(
     code, stdout, stderr = _run(argv, capsys)
     assert (code, stdout) == (2, "")
     (line,) = stderr.strip().splitlines()
-    unknown = " ".join(word for word in argv if word in ("--bogus", "stray"))
+    unknown = " ".join(word for word in argv if word in ("--bogus", "--bogus=1", "stray"))
     assert line == f"{help_of}: error: unrecognized arguments: {unknown} (see {help_of} --help)"
     assert list(tmp_path.iterdir()) == []
 
