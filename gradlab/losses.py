@@ -131,6 +131,15 @@ class RankingLoss(nn.Module):
         "gradient); check the sampler (a batch needs two or more items of a class and another "
         "class). Warned once per loss instance; loss.degenerate_batches counts such batches."
     )
+    masked_degenerate_message: ClassVar[str] = (
+        "no query in this batch has both a positive and a negative: no row of positives holds "
+        "both a True and a False (where positives comes from labels: one item per class, or a "
+        "single class), so the loss has no ranking signal (0, with a zero gradient); check "
+        "how positives is built, and the sampler it comes from. Warned once per loss instance; "
+        "loss.degenerate_batches counts such batches."
+    )
+    """The warning of a call given a ``positives`` mask (the cross-modal form): it names the
+    mask, where :attr:`degenerate_message` speaks of the labels' classes."""
 
     def __init__(self, validate: bool = True) -> None:
         super().__init__()
@@ -157,12 +166,14 @@ class RankingLoss(nn.Module):
         """
         return SoftmaxLogits(info_nce=False)
 
-    def _on_degenerate(self) -> None:
-        """Count a batch without ranking signal; warn on the first (at the caller's line)."""
+    def _on_degenerate(self, masked: bool = False) -> None:
+        """Count a batch without ranking signal; warn on the first (at the caller's line),
+        of its ``positives`` mask when ``masked`` (the cross-modal form), else of its labels."""
         self.degenerate_batches += 1
         if self.degenerate_batches == 1:
+            said = self.masked_degenerate_message if masked else self.degenerate_message
             warnings.warn(
-                f"{type(self).__name__}: {self.degenerate_message}",
+                f"{type(self).__name__}: {said}",
                 DegenerateBatchWarning,
                 stacklevel=caller_stacklevel(),
             )
@@ -180,6 +191,10 @@ class RankingLoss(nn.Module):
             raise GradlabError(non_finite_message("embeddings", embeddings))
         if not flags[1]:
             self._on_degenerate()
+
+    def _on_masked_degenerate(self) -> None:
+        """:meth:`_on_degenerate` of a call given a ``positives`` mask."""
+        self._on_degenerate(masked=True)
 
 
 class SmoothAPLoss(RankingLoss):
@@ -245,7 +260,8 @@ class SmoothAPLoss(RankingLoss):
         return smooth_ap_loss(
             embeddings, labels, *extra, candidates=candidates, positives=positives,
             tau=self.tau, include_query=self.include_query, validate=self.validate,
-            on_degenerate=self._on_degenerate, name=type(self).__name__,
+            on_degenerate=self._on_degenerate if positives is None else self._on_masked_degenerate,
+            name=type(self).__name__,
         )  # fmt: skip
 
     @property
@@ -437,8 +453,8 @@ class BlackboxAPLoss(RankingLoss):
             )
         return blackbox_ap_loss(
             embeddings, None, self.interpolation, self.margin, candidates=candidates,
-            positives=positives, validate=self.validate, on_degenerate=self._on_degenerate,
-            name=name,
+            positives=positives, validate=self.validate,
+            on_degenerate=self._on_masked_degenerate, name=name,
         )  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -491,12 +507,9 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
 
     input_form = "scores"
     _recorder_signature = " (direction, scores, positives)"
-    degenerate_message: ClassVar[str] = (
-        "no query in this batch has both a positive and a negative (one item per class, or a "
-        "single class), so the loss has no ranking signal (0, with a zero gradient); check the "
-        "sampler (a batch needs two or more items of a class and another class). Warned once "
-        "per loss instance; loss.degenerate_batches counts such batches."
-    )  # an empty score matrix is refused, not warned about
+    degenerate_message: ClassVar[str] = RankingLoss.masked_degenerate_message
+    """Of the ``positives`` mask, which every call has (an empty score matrix is refused, not
+    warned about)."""
 
     def __init__(self, direction: str, reduction: str, validate: bool = True) -> None:
         RankingLoss.__init__(self, validate)
@@ -595,12 +608,13 @@ class NTXentLoss(_ScoreMatrixLoss):
     """
 
     degenerate_message: ClassVar[str] = (
-        "no query in this batch has both a positive and a negative (one item per class, or a "
+        "no query in this batch has both a positive and a negative: no row of positives holds "
+        "both a True and a False (where positives comes from labels: one item per class, or a "
         "single class), so the loss has no ranking signal: 0 with a zero gradient where no "
         "query has a positive, and where the queries have only positives a softmax spread over "
-        "them, whose gradient ranks nothing; check the sampler (a batch needs two or more "
-        "items of a class and another class). Warned once per loss instance; "
-        "loss.degenerate_batches counts such batches."
+        "them, whose gradient ranks nothing; check how positives is built, and the sampler it "
+        "comes from. Warned once per loss instance; loss.degenerate_batches counts such "
+        "batches."
     )
 
     def __init__(

@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from gradlab.losses import DegenerateBatchWarning, SmoothAPLoss
+from gradlab.losses import BlackboxAPLoss, DegenerateBatchWarning, SmoothAPLoss
 
 
 def _degenerate_by_loops(labels=None, positives=None) -> bool:
@@ -71,14 +71,21 @@ def test_in_batch_warning_and_count_follow_the_brute_force_reference(case, inclu
             assert loss.item() == 0.0 and torch.count_nonzero(embeddings.grad) == 0
 
 
+@pytest.mark.parametrize("loss_class", [SmoothAPLoss, BlackboxAPLoss])
 @pytest.mark.parametrize("case", sorted(CROSS_MODAL))
-def test_cross_modal_count_follows_the_brute_force_reference(case):
+def test_cross_modal_count_follows_the_brute_force_reference(case, loss_class):
     positives = CROSS_MODAL[case]
-    loss_fn = SmoothAPLoss(0.05)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DegenerateBatchWarning)
+    loss_fn = loss_class()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         loss_fn(torch.randn(3, 4), candidates=torch.randn(5, 4), positives=positives)
-    assert loss_fn.degenerate_batches == int(_degenerate_by_loops(positives=positives))
+    expected = int(_degenerate_by_loops(positives=positives))
+    assert loss_fn.degenerate_batches == expected
+    flagged = [str(w.message) for w in caught if w.category is DegenerateBatchWarning]
+    assert len(flagged) == expected
+    for said in flagged:  # of the mask the call was given: it has no labels, no classes
+        assert "no row of positives holds both a True and a False" in said, said
+        assert "check how positives is built" in said and "two or more items" not in said, said
 
 
 def test_one_warning_per_instance_and_every_batch_counted():

@@ -339,7 +339,12 @@ def test_a_degenerate_batch_is_zero_with_zero_gradient_counted_and_warned_once(n
         loss_fn(*_inputs(case.input_form))  # a batch with signal is not counted
     flagged = [w for w in caught if w.category is DegenerateBatchWarning]
     assert len(flagged) == 1 and loss_fn.degenerate_batches == 3
-    assert str(flagged[0].message).startswith(f"{name}: no query in this batch has both")
+    said = str(flagged[0].message)
+    assert said.startswith(f"{name}: no query in this batch has both"), said
+    # it names what the call was given: a positives mask, or labels and their classes
+    masked = "no row of positives holds both a True and a False"
+    assert (masked in said, "check the sampler (a batch needs" in said) == (
+        (True, False) if case.input_form == "scores" else (False, True)), said
 
 
 @pytest.mark.parametrize("name", NAMES)
