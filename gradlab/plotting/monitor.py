@@ -424,6 +424,11 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             warnings.warn(_set_back(log, set_back), UserWarning, stacklevel=caller_stacklevel())
         pieces = [Records(_with_dropped_steps(records), known)
                   for records, known in zip(pieces, parts, strict=True) if records]
+        if not segments:  # not even a header: no header's not_logged to point at
+            unreadable.append(f"{log} is empty: no header and no record (gradlab.Monitor writes "
+                              "its header first: a file it did not write, or one cut off "
+                              "before its header)")  # fmt: skip
+            continue
         if not pieces:  # _read_log names what it skipped
             empty.append(str(log))
             continue

@@ -142,6 +142,20 @@ def test_a_run_without_records_is_refused(tmp_path):
     assert main(["plot", str(tmp_path / "empty")]) == 2
 
 
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_empty_log_is_refused_as_empty_and_left_out_beside_another(tmp_path, text):
+    # it was said to hold no logged step, pointing at a header's not_logged it does not have
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "metrics.jsonl").write_text(text)
+    said = (f"{tmp_path / 'empty' / 'metrics.jsonl'} is empty: no header and no record "
+            "(gradlab.Monitor writes its header first")
+    with pytest.raises(GradlabError, match=re.escape(said)):
+        plot_runs([tmp_path / "empty"])
+    with pytest.warns(UserWarning, match=re.escape(said)):
+        runs = load_runs([_run(tmp_path / "run", 1), tmp_path / "empty"])
+    assert [label for label, _ in runs] == ["run"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
