@@ -290,8 +290,12 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
                        help="timm:NAME, torchvision:NAME or module:function (default: %(default)s)")
     study.add_argument("--weights", type=_path,
                        help="local checkpoint of the backbone (default: random initial weights)")
-    study.add_argument("--embedding-dim", type=int, default=512, help="(default: %(default)s)")
-    study.add_argument("--image-size", type=int, default=224, help="(default: %(default)s)")
+    study.add_argument("--embedding-dim", type=int, default=512,
+                       help="size of the embeddings: the linear head on the backbone's "
+                       "features (default: %(default)s)")
+    study.add_argument("--image-size", type=int, default=224,
+                       help="side in pixels of the square crops the backbone sees, in training "
+                       "and in evaluation (default: %(default)s)")
     study.add_argument("--batch-sizes", type=_int_list,
                        help="m values, multiples of 4, distinct, comma-separated (default: "
                        "16,32,64,128,256 for p-vs-batch-size, 64 for losses and anatomy)")
@@ -631,7 +635,8 @@ def _add_plan(commands, with_losses: bool) -> None:
     plan = commands.add_parser("plan", help=plan_help, description=plan_help)
     plan.add_argument("--loss", default="smooth_ap", choices=losses,
                       type=lambda name: name.replace("-", "_"),  # smooth-ap as check-equivalence
-                      help="(default: %(default)s)")  # fmt: skip
+                      help="the loss; hyphens or underscores alike, smooth-ap or smooth_ap "
+                      "(default: %(default)s)")  # fmt: skip
     plan.add_argument("--batch-size", type=int, required=True,
                       help="m, a multiple of --per-class")  # fmt: skip
     plan.add_argument("--dim", type=int, required=True, help="embedding dimension d")
@@ -689,7 +694,8 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
                        help="the trick" + (f": one of {', '.join(names)}" if names else ""))
     check.add_argument("--loss", default=None, choices=losses,
                        type=lambda name: name.replace("_", "-"),  # smooth_ap as gradlab plan
-                       help="the loss; cached-mnrl has its own (default: nt-xent)")
+                       help="the loss; cached-mnrl has its own; hyphens or underscores alike, "
+                       "nt-xent or nt_xent (default: nt-xent)")
     check.add_argument("--processes", type=int, default=None,
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")
     check.add_argument("--batch-size", type=int, default=16,

@@ -96,8 +96,8 @@ HELP = {
         "--backbone": ("timm:NAME, torchvision:NAME or module:function",
                        "(default: gradlab.backbones:tiny_resnet)"),
         "--weights": ("local checkpoint of the backbone", "(default: random initial weights)"),
-        "--embedding-dim": ("(default: 512)", "(default: 512)"),
-        "--image-size": ("(default: 224)", "(default: 224)"),
+        "--embedding-dim": ("size of the embeddings", "(default: 512)"),
+        "--image-size": ("side in pixels of the square crops", "(default: 224)"),
         "--batch-sizes": ("m values, multiples of 4", "64 for losses and anatomy)"),
         "--epochs": ("epochs per m", "(default: 1)"),
         "--seeds": (f"comma-separated distinct seeds from 0 to {MAX_SEED}", "(default: 0)"),
@@ -113,7 +113,7 @@ HELP = {
     }),
     "plan": ("peak extra memory and time per step of a loss at a batch size: measured on the "
              "device if it is here (cpu, cuda), else estimated from a stated model", {
-        "--loss": ("(default: smooth_ap)", "(default: smooth_ap)"),
+        "--loss": ("the loss; hyphens or underscores alike", "(default: smooth_ap)"),
         "--batch-size": ("m, a multiple of --per-class", "m, a multiple of --per-class"),
         "--dim": ("embedding dimension d", "embedding dimension d"),
         "--per-class": ("images per class in a batch", "(default: 4)"),
