@@ -138,17 +138,13 @@ def _stepped_headers(run_dirs: Sequence[str | Path]) -> list[list[dict]]:
     return [stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl") for run_dir in run_dirs]
 
 
-def _mixed_taus(
-    run_dirs: Sequence[str | Path], families: list[str], labels: Sequence[str] | None,
-    headers: list[list[dict]],
-) -> str | None:
+def _mixed_taus(families: list[str], names: Sequence[str], headers: list[list[dict]]) -> str | None:
     """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
-    different taus (their stepped ``headers``' ``config``), or None. Runs are named by their
-    ``labels`` (as the legends name them) when given, else by their folders."""
+    different taus (their stepped ``headers``' ``config``), or None. Runs are named by
+    ``names``, as the legends name them."""
     if not families:
         return None
     taus: dict[str, set[float]] = {}
-    names = list(labels) if labels is not None else [str(run_dir) for run_dir in run_dirs]
     for run_headers, name in zip(headers, names, strict=True):
         for header in run_headers:
             config = header.get("config") if isinstance(header, dict) else None
@@ -726,16 +722,18 @@ def plot_runs(
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no key that a figure "
                            f"family draws{said}")  # fmt: skip
     headers = _stepped_headers(run_dirs)  # read once for both
-    mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
-                        labels, headers)  # fmt: skip
+    # the runs as the legends name them (given labels, or load_runs's of their folders)
+    named = list(labels) if labels is not None else _default_labels(
+        [run_folder(run_dir) for run_dir in run_dirs])
+    mixed = _mixed_taus([family for family in present if family in TAU_FAMILIES], named,
+                        headers)  # fmt: skip
     default_tau = _default_tau(headers)
     if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
         plots = {family: _said_of_the_default_tau(plot, default_tau)
                  if family in TAU_FAMILIES else plot for family, plot in plots.items()}
     else:  # some runs only: said of them by name
         some = _some_at_the_default_tau(
-            headers, list(labels) if labels is not None else [str(d) for d in run_dirs],
-            [family for family in present if family in TAU_FAMILIES])  # fmt: skip
+            headers, named, [family for family in present if family in TAU_FAMILIES])
         if some is not None:
             warnings.warn(some, UserWarning, stacklevel=caller_stacklevel())
     if mixed is not None:

@@ -1413,7 +1413,8 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
     assert [w.filename for w in mixed] == [__file__]  # the plot_runs call
     mixed = [str(w.message) for w in mixed]
     assert mixed == [
-        f"these logs were written at different taus ({first}: 0.01; {second}: 0.05): "
+        # the runs as the legend names them (their folders' names), not by their paths
+        f"these logs were written at different taus ({first.name}: 0.01; {second.name}: 0.05): "
         "operating_region, gradient_counts, gradient_count_mean depend on tau (SmoothAP's "
         "sigmoid width), so their lines do not compare across them"
     ]
@@ -1477,7 +1478,7 @@ def test_a_run_resumed_at_another_tau_names_both_of_its_taus(tmp_path):
     with pytest.warns(UserWarning) as caught:
         plot_runs([first], out=tmp_path / "figures", overview=False)
     assert [str(w.message) for w in caught if "different taus" in str(w.message)] == [
-        f"these logs were written at different taus ({first}: 0.01, 0.05): operating_region, "
+        f"these logs were written at different taus ({first.name}: 0.01, 0.05): operating_region, "
         "gradient_counts, gradient_count_mean depend on tau (SmoothAP's sigmoid width), so "
         "their lines do not compare across them"
     ]
@@ -1572,7 +1573,7 @@ def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau
     ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
     titles, said = _default_tau_overlay(monkeypatch, [ntxent, smooth], tmp_path)
-    assert said == [f"{ntxent} was logged by a loss without a sigmoid tau: its lines of "
+    assert said == [f"{ntxent.name} was logged by a loss without a sigmoid tau: its lines of "
                     "operating_region, gradient_counts, gradient_count_mean measure SmoothAP's "
                     "sigmoid at gradlab's default tau, not that loss's gradient, and do not "
                     "compare with the other runs'"]
@@ -1584,10 +1585,10 @@ def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, m
     second = _run_of(tmp_path / "ntxent_2", gradlab.NTXentLoss(0.2))
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
     _, said = _default_tau_overlay(monkeypatch, [first, second, smooth], tmp_path)
-    assert said == [f"{first}, {second} were logged by a loss without a sigmoid tau: their "
-                    "lines of operating_region, gradient_counts, gradient_count_mean measure "
-                    "SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and "
-                    "do not compare with the other runs'"]
+    assert said == [f"{first.name}, {second.name} were logged by a loss without a sigmoid "
+                    "tau: their lines of operating_region, gradient_counts, gradient_count_mean "
+                    "measure SmoothAP's sigmoid at gradlab's default tau, not that loss's "
+                    "gradient, and do not compare with the other runs'"]
 
 
 def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_path,
