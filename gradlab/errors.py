@@ -19,6 +19,7 @@ class GradlabError(ValueError):
     """Invalid input to a gradlab function or class.
 
     Example:
+        >>> from gradlab import GradlabError
         >>> import torch
         >>> from gradlab.functional import smooth_ap
         >>> try:

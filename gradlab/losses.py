@@ -76,6 +76,8 @@ class DegenerateBatchWarning(UserWarning):
     per class (each query its own positive); the warning says which.
 
     Example:
+        >>> import torch
+        >>> from gradlab import SmoothAPLoss
         >>> import warnings
         >>> with warnings.catch_warnings(record=True) as caught:
         ...     warnings.simplefilter("always")
@@ -116,6 +118,8 @@ class RankingLoss(nn.Module):
         degenerate_batches: how many batches without ranking signal this instance has seen.
 
     Example:
+        >>> from gradlab import BlackboxAPLoss, FAPPYLoss, FastAPLoss, MaxViolationTripletLoss
+        >>> from gradlab import NTXentLoss, RankingLoss, SmoothAPLoss
         >>> losses = (SmoothAPLoss, FastAPLoss, FAPPYLoss, BlackboxAPLoss, NTXentLoss,
         ...           MaxViolationTripletLoss)
         >>> all(issubclass(cls, RankingLoss) for cls in losses)
@@ -161,6 +165,7 @@ class RankingLoss(nn.Module):
         to it; the losses on a score matrix say their own.
 
         Example:
+            >>> from gradlab import SmoothAPLoss
             >>> SmoothAPLoss(0.01).softmax_logits.info_nce
             False
         """
@@ -230,6 +235,8 @@ class SmoothAPLoss(RankingLoss):
             synchronisation (the group sizes), so it costs no extra sync; ``False`` skips it.
 
     Example:
+        >>> import torch
+        >>> from gradlab import SmoothAPLoss
         >>> loss_fn = SmoothAPLoss(tau=0.01)
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> round(loss_fn(emb, torch.tensor([0, 0, 1, 1])).item(), 4)
@@ -271,6 +278,7 @@ class SmoothAPLoss(RankingLoss):
         positive, ranked against the others).
 
         Example:
+            >>> from gradlab import SmoothAPLoss
             >>> "is not 0" in SmoothAPLoss(include_query=True).degenerate_message
             True
         """
@@ -336,6 +344,8 @@ class FAPPYLoss(_InBatchLoss):
             non-finite similarities (it bins them).
 
     Example:
+        >>> import torch
+        >>> from gradlab import FAPPYLoss
         >>> FAPPYLoss(delta_min=0.01).deltas[:3]
         [2.0, 1.0, 0.5]
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -383,6 +393,7 @@ class FastAPLoss(_InBatchLoss):
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
 
     Example:
+        >>> from gradlab import FastAPLoss
         >>> FastAPLoss(num_bins=10)
         FastAPLoss(num_bins=10)
     """
@@ -423,6 +434,7 @@ class BlackboxAPLoss(RankingLoss):
             With ``False`` the core still refuses NaN scores (a NaN has no rank).
 
     Example:
+        >>> from gradlab import BlackboxAPLoss
         >>> BlackboxAPLoss()
         BlackboxAPLoss(interpolation=4.0, margin=0.02)
     """
@@ -480,6 +492,7 @@ class SoftmaxLogits(NamedTuple):
             ``S`` the scale multiplies (gradlab's losses, sentence-transformers' similarity).
 
     Example:
+        >>> from gradlab import NTXentLoss
         >>> NTXentLoss(0.05, direction="i2t").softmax_logits
         SoftmaxLogits(scale=20.0, direction='i2t', terms=1, info_nce=True, logits=False)
     """
@@ -552,6 +565,8 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
             degenerate batches (one host read); ``False`` skips both.
 
     Example:
+        >>> import torch
+        >>> from gradlab import MaxViolationTripletLoss
         >>> loss_fn = MaxViolationTripletLoss(margin=0.2)
         >>> scores = torch.tensor([[0.9, 0.8], [0.1, 0.5]])
         >>> round(loss_fn(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
@@ -601,6 +616,8 @@ class NTXentLoss(_ScoreMatrixLoss):
             degenerate batches (one host read); ``False`` skips both.
 
     Example:
+        >>> import torch
+        >>> from gradlab import NTXentLoss
         >>> loss_fn = NTXentLoss(temperature=1.0, direction="i2t")
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> round(loss_fn(scores, torch.eye(2, dtype=torch.bool)).item(), 4)

@@ -38,6 +38,8 @@ class SigLIPLoss(_ScoreMatrixLoss):
         GradlabError: a bad option, naming it and the value.
 
     Example:
+        >>> import torch
+        >>> from gradlab import SigLIPLoss
         >>> loss_fn = SigLIPLoss(scale=1.0, bias=0.0)
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> round(loss_fn(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
@@ -70,6 +72,7 @@ class SigLIPLoss(_ScoreMatrixLoss):
         no softmax (:class:`~gradlab.losses.SoftmaxLogits`): the scale is ``t``.
 
         Example:
+            >>> from gradlab import SigLIPLoss
             >>> SigLIPLoss(scale=10.0).softmax_logits
             SoftmaxLogits(scale=10.0, direction='both', terms=1, info_nce=False, logits=False)
         """

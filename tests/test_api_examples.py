@@ -3,7 +3,10 @@
 Classes and functions carry the example in their own docstring; constants (whose attribute
 docstrings doctest does not collect) in their package's docstring. The examples themselves run
 in ``make test`` (``--doctest-modules`` over ``gradlab/``); this test checks that each name HAS
-one that doctest finds, so a new public name without an example fails here.
+one that doctest finds, so a new public name without an example fails here, and that each
+example runs as a reader pastes it from ``help()``: in an empty namespace, importing what it
+uses (``--doctest-modules`` runs it with the defining module's globals, which hide a missing
+import).
 """
 
 import ast
@@ -20,6 +23,7 @@ import gradlab
 import gradlab.functional
 import gradlab.losses
 import gradlab.monitor
+from tests.helpers.docstring_examples import docstring_examples, run_in_an_empty_namespace
 
 PUBLIC = [gradlab, gradlab.functional, gradlab.losses, gradlab.monitor]
 GRADLAB = Path(gradlab.__file__).resolve().parent
@@ -100,3 +104,21 @@ def test_every_attribute_docstring_follows_its_name():
 def test_an_orphaned_attribute_docstring_is_found():
     source = 'A = 1\n"""Of A."""\nB = 2\n"""Of B."""\n"""Of A, misplaced."""\n'
     assert _orphaned_strings(source) == [5]
+
+
+EXAMPLES = docstring_examples()
+"""The docstring examples of the public API (integrations included where their extra is
+installed), by doctest name."""
+
+
+def test_the_pasted_examples_cover_the_public_api():
+    # the losses, the Monitor and its methods, the functional API, a quantity, the claim engine
+    for name in ("gradlab.SmoothAPLoss", "gradlab.Monitor", "gradlab.Monitor.attach",
+                 "gradlab.functional.tie_aware_ap", "gradlab.monitor.Loss",
+                 "gradlab.symbolic.symbolic_equality"):  # fmt: skip
+        assert name in EXAMPLES
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_each_example_runs_pasted_into_an_empty_namespace(name):
+    assert run_in_an_empty_namespace(EXAMPLES[name]) == ""

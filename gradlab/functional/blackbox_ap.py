@@ -59,6 +59,8 @@ def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
         past 255 or 2048 exactly).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import descending_ranks
         >>> descending_ranks(torch.tensor([0.1, 0.9, 0.5]))
         tensor([3., 1., 2.])
     """
@@ -89,6 +91,8 @@ class BlackboxRanks(torch.autograd.Function):
     """Exact ranks forward; ``-(rank(s) - rank(s + lambda g)) / lambda`` backward.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import BlackboxRanks
         >>> scores = torch.tensor([[0.2, 0.9, 0.5]], requires_grad=True)
         >>> ranks = BlackboxRanks.apply(scores, 4.0)
         >>> ranks.tolist()
@@ -163,6 +167,8 @@ def blackbox_ap(
         where ``positives`` is ``True`` (as a ``False`` of ``candidate_mask`` is elsewhere).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import blackbox_ap
         >>> s = torch.tensor([[0.9, 0.5, 0.7]])
         >>> blackbox_ap(s, torch.tensor([[True, False, True]]))
         tensor([1.])
@@ -262,6 +268,8 @@ def blackbox_ap_loss(
             :func:`gradlab.functional.losses.check_call_form`) or bad tensors.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import blackbox_ap_loss
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> blackbox_ap_loss(emb, torch.tensor([0, 0, 1, 1]))
         tensor(0.)

@@ -58,6 +58,8 @@ class SmoothAPDecomposition(NamedTuple):
         grad: ``[Q, d]`` ``dAP/dq = ad_term + cb_term`` (NaN for a query without positives).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import smooth_ap_decomposition
         >>> q = torch.tensor([1.0, 0.0], dtype=torch.float64)
         >>> v = torch.tensor([[0.9, 0.1], [0.8, 0.3], [0.85, 0.0]], dtype=torch.float64)
         >>> parts = smooth_ap_decomposition(q, v, torch.tensor([True, False, True]), tau=0.1)
@@ -113,6 +115,8 @@ def smooth_ap_decomposition(
         GradlabError: on bad shapes, dtypes, devices, non-finite input or ``tau``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import smooth_ap_decomposition
         >>> q = torch.tensor([1.0, 0.0], dtype=torch.float64)
         >>> v = torch.tensor([[0.9, 0.1], [0.8, 0.3], [0.85, 0.0]], dtype=torch.float64)
         >>> parts = smooth_ap_decomposition(q, v, torch.tensor([True, False, True]), tau=0.1)

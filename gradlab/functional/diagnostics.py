@@ -59,6 +59,8 @@ def in_batch_decomposition(
     normalised and decomposed in float32, the result returned in their dtype.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import in_batch_decomposition
         >>> emb = torch.randn(6, 4, dtype=torch.float64)
         >>> parts = in_batch_decomposition(emb, torch.tensor([0, 0, 1, 1, 2, 2]), tau=0.1)
         >>> parts.grad.shape
@@ -87,6 +89,8 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
     when either vanishes).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import decomposition_norms, in_batch_decomposition
         >>> emb = torch.randn(6, 4, dtype=torch.float64)
         >>> parts = in_batch_decomposition(emb, torch.tensor([0, 0, 1, 1, 2, 2]))
         >>> norms = decomposition_norms(parts)

@@ -108,6 +108,7 @@ def fappy_deltas(delta_min: float) -> list[float]:
     ``delta_min`` must be in ``[2**-20, 1]`` (:func:`check_delta_min`).
 
     Example:
+        >>> from gradlab.functional import fappy_deltas
         >>> fappy_deltas(0.2)
         [2.0, 1.0, 0.5, 0.25]
     """
@@ -202,6 +203,8 @@ def false_positive_probability(
             for the value checks, before any work).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import false_positive_probability
         >>> s = torch.tensor([[1.0, 0.2, 0.5], [0.2, 1.0, -0.5], [0.5, -0.5, 1.0]])
         >>> p, _ = false_positive_probability(s, torch.tensor([0, 0, 1]), delta=0.5)
         >>> p
@@ -319,6 +322,8 @@ def fappy_loss(
             (the loss is then 0); read with ``validate``, in its one host read.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import fappy_loss
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> float(fappy_loss(emb, torch.tensor([0, 0, 1, 1]), delta_min=0.25))
         0.0
@@ -392,6 +397,7 @@ def fappy_gradient_closed_form(
         GradlabError: an argument outside its range, naming it.
 
     Example:
+        >>> from gradlab.functional import fappy_gradient_closed_form
         >>> fappy_gradient_closed_form(0.3, 0.1, delta=0.25, num_negatives=4)
         0.8
     """
@@ -423,6 +429,7 @@ def fappy_lemma1_as_printed(
     value has none).
 
     Example:
+        >>> from gradlab.functional import fappy_lemma1_as_printed
         >>> fappy_lemma1_as_printed(0.0, 0.9, 0.5)  # a negative outside the pair's bin [0, 0.5)
         0.0
     """
@@ -456,6 +463,8 @@ def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
     :data:`ROUNDING_SLACK`) they are clamped, further out refused.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import euclidean_from_cosine
         >>> euclidean_from_cosine(torch.tensor([1.0, 0.0, -1.0]))
         tensor([0.0000, 1.4142, 2.0000])
     """
@@ -471,6 +480,8 @@ def cosine_from_euclidean(distance: torch.Tensor) -> torch.Tensor:
     :data:`ROUNDING_SLACK`) they are clamped, further out refused.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import cosine_from_euclidean
         >>> cosine_from_euclidean(torch.tensor([0.0, 2.0]))
         tensor([ 1., -1.])
     """

@@ -66,6 +66,8 @@ def fastap(
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import fastap
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> fastap(emb, torch.tensor([0, 0, 1, 1]), num_bins=10)
         tensor([1., 1., 1., 1.])

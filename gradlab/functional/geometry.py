@@ -171,6 +171,8 @@ def alignment(
             beyond rounding (logits or dot products are no cosines).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import alignment
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> float(alignment(scores, torch.tensor([[True, True], [False, True]])))  # 0, 2, 0
         0.6666666666666666
@@ -358,6 +360,8 @@ def uniformity(
             entries outside ``[-1, 1]`` beyond rounding, or ``t``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import uniformity
         >>> round(float(uniformity(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))), 6)  # distance^2 4
         -8.0
     """
@@ -413,6 +417,9 @@ def in_batch_alignment_uniformity(
         GradlabError: a bad tensor, shape, device, ``alpha`` or ``t``; fewer than 2 rows.
 
     Example:
+        >>> import math
+        >>> import torch
+        >>> from gradlab.functional import in_batch_alignment_uniformity
         >>> scores = torch.tensor([[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]])
         >>> positives = torch.tensor([[False, True, False], [True, False, False],
         ...                           [False, False, False]])
@@ -458,6 +465,8 @@ class EffectiveRank(NamedTuple):
             ``min(N - 1, d)`` singular values are equal.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import effective_rank
         >>> float(effective_rank(torch.ones(5, 3)).rank)  # identical points
         1.0
     """
@@ -499,6 +508,8 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         GradlabError: a bad tensor (NaN or infinite entries included) or fewer than 2 rows.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import effective_rank
         >>> simplex = torch.eye(4)  # 4 points, centred: 3 equal singular values
         >>> [round(float(value), 6) for value in effective_rank(simplex)]
         [3.0, 1.0]
@@ -576,6 +587,8 @@ def normalized_std(
             device, or not finite and at least 0.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import normalized_std
         >>> float(normalized_std(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])))  # std 1 and 0: mean 1/2
         0.7071067811865476
     """
@@ -623,6 +636,8 @@ class QueryMargins(NamedTuple):
             at the top counts as a miss); NaN unless the query has both.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import query_margins
         >>> margins = query_margins(torch.tensor([[0.8, 0.3]]), torch.tensor([[True, False]]))
         >>> round(float(margins.margin[0]), 4), float(margins.recall_at_1[0])
         (0.5, 1.0)
@@ -676,6 +691,8 @@ def query_margins(
         GradlabError: a bad tensor, shape or device.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import query_margins
         >>> scores = torch.tensor([[0.9, 0.5, 0.7], [0.2, 0.1, 0.3]])
         >>> out = query_margins(scores, torch.tensor([[True, False, False], [True, False, False]]))
         >>> [round(v, 4) for v in out.margin.tolist()], out.recall_at_1.tolist()
@@ -749,6 +766,8 @@ def in_batch_margins(
         GradlabError: a bad tensor, shape or device.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import in_batch_margins
         >>> scores = torch.tensor([[1.0, 0.9, 0.5], [0.9, 1.0, 0.95], [0.5, 0.95, 1.0]])
         >>> positives = torch.tensor([[False, True, False], [True, False, False],
         ...                           [False, False, False]])
@@ -845,6 +864,7 @@ def chance_level(num_candidates: int) -> float:
         GradlabError: ``num_candidates`` not a positive integer.
 
     Example:
+        >>> from gradlab.functional import chance_level
         >>> round(chance_level(128), 4)
         4.852
     """
@@ -878,6 +898,8 @@ def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tenso
         GradlabError: a bad tensor, an empty batch, or widths that differ.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import modality_gap
         >>> float(modality_gap(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])))
         1.4142135623730951
     """
@@ -949,6 +971,8 @@ def temperature_gradient(
             ``scale`` tensor that is not one real number.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import temperature_gradient
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> eye = torch.eye(2, dtype=torch.bool)
         >>> round(float(temperature_gradient(scores, eye, 1.0)), 4)  # e/(1+e) - 1

@@ -111,6 +111,8 @@ class GradientAnatomy(NamedTuple):
         without_gradient: ``[Q]`` bool, queries with a candidate and no active entry.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import gradient_anatomy
         >>> anatomy = gradient_anatomy(torch.tensor([[-1.0, 0.5, 0.0]]),
         ...                            torch.tensor([[0.9, 0.8, 0.1]]),
         ...                            torch.tensor([[True, False, False]]))
@@ -176,6 +178,8 @@ def gradient_anatomy(
             thresholds out of range.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import gradient_anatomy
         >>> grad = torch.tensor([[-1.0, 0.5, 0.0, 0.001]])
         >>> scores = torch.tensor([[0.9, 0.8, 0.1, 0.5]])
         >>> positives = torch.tensor([[True, False, False, False]])

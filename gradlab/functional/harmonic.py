@@ -95,6 +95,8 @@ def logarithmic_integral(x: torch.Tensor) -> torch.Tensor:
     Integer tensors are promoted to the default float dtype (never truncated back).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import logarithmic_integral
         >>> round(logarithmic_integral(torch.tensor([2.0], dtype=torch.float64)).item(), 6)
         1.045164
         >>> logarithmic_integral(torch.tensor([2]))
@@ -161,6 +163,8 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
             infinite ``a``, or with ``a > b`` (one host read).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import harmonic_gap
         >>> a, b = torch.tensor([0.0, 10.0]), torch.tensor([1.0, 12.0])
         >>> [round(v, 4) for v in harmonic_gap(a, b, "exact").tolist()]
         [1.0, 0.1742]
@@ -352,6 +356,8 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
             finite; before any work.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import discount_gap
         >>> a, b = torch.tensor([0.0, 5.0]), torch.tensor([1.0, 7.0])
         >>> [round(v, 4) for v in discount_gap(a, b, "exact").tolist()]
         [1.0, 0.6895]
@@ -409,6 +415,8 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     that is not).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import harmonic_rate
         >>> harmonic_rate(torch.tensor([3.0, 3.0]), torch.tensor([0.0, 1.0]), "exact")
         tensor([0.2838, 0.2500])
     """
@@ -426,6 +434,8 @@ def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     (1e7), as for :func:`discount_gap`.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import discount_rate
         >>> discount_rate(torch.tensor([0.0]), torch.tensor([1.0]), "exact")
         tensor([1.])
     """
@@ -447,6 +457,8 @@ class HarmonicLogError(NamedTuple):
             the log method's error from the expansion of ``H`` (Eq. 17 carried one order further).
 
     Example:
+        >>> import numpy as np
+        >>> from gradlab.functional import harmonic_log_error
         >>> result = harmonic_log_error(np.array([10.0]), np.array([5.0]))
         >>> bool(abs(result.error[0]) <= result.paper_bound[0])
         True
@@ -480,6 +492,7 @@ def harmonic_log_error(
             rounding, of either sign; use ``"mpmath"`` there.
 
     Example:
+        >>> from gradlab.functional import harmonic_log_error
         >>> result = harmonic_log_error(10.0, 2.0)
         >>> round(float(result.error), 6), round(float(result.paper_bound), 6)
         (0.008079, 0.01)

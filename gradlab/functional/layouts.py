@@ -41,6 +41,8 @@ class RetrievalLayout(NamedTuple):
             that query (the query itself in in-batch retrieval). ``None``: all are candidates.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import in_batch_layout
         >>> layout = in_batch_layout(torch.eye(4), torch.tensor([0, 0, 1, 1]))
         >>> layout.scores.shape, layout.positives[0].tolist(), layout.candidate_mask[0].tolist()
         (torch.Size([4, 4]), [False, True, False, False], [False, True, True, True])
@@ -124,6 +126,8 @@ def in_batch_layout(
         rather than copied away (``drop_diagonal`` gives the ``[B, B - 1]`` view).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import drop_diagonal, in_batch_layout
         >>> emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
         >>> layout = in_batch_layout(emb, torch.tensor([0, 1, 0]))
         >>> layout.scores.shape, drop_diagonal(layout.positives).tolist()
@@ -154,6 +158,8 @@ def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:
     much cheaper than boolean masking.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import drop_diagonal
         >>> drop_diagonal(torch.arange(9).view(3, 3))
         tensor([[1, 2],
                 [3, 5],
@@ -181,6 +187,8 @@ def cross_modal_layout(
     ``validate=False`` skips the finiteness check (see :func:`in_batch_layout`).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import cross_modal_layout
         >>> cross_modal_layout(torch.eye(2), torch.eye(2), torch.eye(2, dtype=torch.bool))
         tensor([[1., 0.],
                 [0., 1.]])

@@ -126,6 +126,8 @@ def mean_ap_loss(
     masked indexing, no ``bool()``): the mean is a masked sum over a count, on the device.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import mean_ap_loss
         >>> ap = torch.tensor([0.5, float("nan"), 1.0])
         >>> mean_ap_loss(ap, torch.zeros(1))
         tensor(0.2500)
@@ -287,6 +289,8 @@ def smooth_ap_loss(
             or ``include_query=True`` in a cross-modal call (its queries are no candidates).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import smooth_ap_loss
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> round(smooth_ap_loss(emb, torch.tensor([0, 0, 1, 1])).item(), 4)
         0.0
@@ -390,6 +394,8 @@ def fastap_loss(
     """``1 - mean FastAP`` of in-batch retrieval (see :func:`gradlab.functional.fastap`).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import fastap_loss
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> fastap_loss(emb, torch.tensor([0, 0, 1, 1]))
         tensor(0.)

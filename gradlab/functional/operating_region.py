@@ -71,6 +71,7 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
         ``eps``).
 
     Example:
+        >>> from gradlab.functional import operating_region_width
         >>> round(operating_region_width(0.01, 0.005), 6)
         0.099034
         >>> operating_region_width(tau=100.0, eps=0.005)
@@ -107,6 +108,8 @@ def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tenso
         GradlabError: ``tau`` or ``thresholds`` outside its range, naming it.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import operating_region_widths
         >>> operating_region_widths(0.01, torch.tensor([0.005, 100.0]))
         tensor([0.0990, 0.0000], dtype=torch.float64)
     """
@@ -129,6 +132,7 @@ def operating_region_is_empty(tau: float = 0.01, eps: float = 0.005) -> bool:
     """Whether no score difference has slope above ``eps``: ``eps * tau >= 1/4``.
 
     Example:
+        >>> from gradlab.functional import operating_region_is_empty
         >>> operating_region_is_empty(0.01, 0.005), operating_region_is_empty(50.0, 0.005)
         (False, True)
     """
@@ -220,6 +224,8 @@ def operating_region_proportion(
             ``pairs``, a missing ``positives`` or ``positives`` with ``pairs="all"``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import operating_region_proportion
         >>> operating_region_proportion(torch.tensor([0.0, 0.05, 0.5]))
         tensor(0.5556, dtype=torch.float64)
     """
@@ -296,6 +302,7 @@ def expected_operating_region_proportion(
     inside any non-empty region: its limit, 1 (0 for an empty region).
 
     Example:
+        >>> from gradlab.functional import expected_operating_region_proportion
         >>> round(expected_operating_region_proportion(spread=0.1), 4)
         0.5162
     """
@@ -326,6 +333,8 @@ class GradientCountSummary(NamedTuple):
         queries_with_positive: how many queries have at least one positive.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import gradient_counts
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.5, 0.501, 0.2]])
         >>> positives = torch.tensor([[True, False, False], [True, False, False]])
         >>> summary = gradient_counts(scores, positives, tau=0.01)
@@ -378,6 +387,8 @@ def gradient_counts(
         ``queries_without_gradient``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import gradient_counts
         >>> scores = torch.tensor([[0.50, 0.52, 0.90], [0.1, 0.9, 0.5]])
         >>> positives = torch.tensor([[True, False, False], [True, False, False]])
         >>> gradient_counts(scores, positives).per_query.tolist()

@@ -74,6 +74,8 @@ def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
             ``[-1, 1]``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import relaxed_hamming_distances
         >>> relaxed_hamming_distances(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
         tensor([[0., 1.],
                 [1., 0.]])
@@ -136,6 +138,8 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
             the device could allocate.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import triangular_kernel
         >>> triangular_kernel(torch.tensor([0.25, 2.0]), num_bins=3)
         tensor([[0.7500, 0.2500, 0.0000],
                 [0.0000, 0.0000, 1.0000]])
@@ -200,6 +204,8 @@ def soft_histogram(
             (one host read for the value checks).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import soft_histogram
         >>> counts = soft_histogram(torch.tensor([[0.5, 2.0]]), torch.tensor([[1, 0]]), 3, 2)
         >>> counts[0].T  # rows: level 0, level 1; columns: bins 0, 1, 2
         tensor([[0.0000, 0.0000, 1.0000],
@@ -302,6 +308,8 @@ def relaxed_tie_aware_ap(
             soft counts' sum (the value checks share one host read).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import relaxed_tie_aware_ap
         >>> positive = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64)
         >>> total = torch.tensor([[1.0, 2.0, 1.0]], dtype=torch.float64)
         >>> relaxed_tie_aware_ap(positive, total, method="exact")
@@ -367,6 +375,8 @@ def relaxed_tie_aware_dcg(
     checks).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import relaxed_tie_aware_dcg
         >>> counts = torch.tensor([[[1.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
         >>> round(relaxed_tie_aware_dcg(counts, torch.tensor([0.0, 1.0]), "exact").item(), 4)
         1.3155
@@ -414,6 +424,8 @@ def minibatch_objective_terms(
     (:func:`relaxed_tie_aware_ap`).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import minibatch_objective_terms
         >>> codes = torch.tensor([[1.0, 1.0], [1.0, 0.9], [-1.0, -1.0], [-0.9, -1.0]])
         >>> counts, objective = minibatch_objective_terms(codes, torch.tensor([0, 0, 1, 1]))
         >>> tuple(counts.shape), objective.shape
@@ -513,6 +525,8 @@ def minibatch_gradient_matrix_form(
     over those queries alone (nor NaN).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import minibatch_gradient_matrix_form
         >>> codes = torch.tanh(torch.randn(6, 4, dtype=torch.float64))
         >>> minibatch_gradient_matrix_form(codes, torch.tensor([0, 0, 1, 1, 2, 2])).shape
         torch.Size([6, 4])

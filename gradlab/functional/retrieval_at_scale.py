@@ -86,6 +86,8 @@ def nearest_neighbours(
             (checked before any work).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import nearest_neighbours
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [1.0, 0.0]])
         >>> nearest_neighbours(points, 2)
         tensor([[3, 1],
@@ -135,6 +137,8 @@ def retrieval_at_scale(
             embeddings or candidates (before any work).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import retrieval_at_scale
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> metrics = retrieval_at_scale(points, torch.tensor([0, 0, 1, 1]), ks=(1,))
         >>> metrics["precision_at_1"], metrics["map_at_r"], metrics["queries"]
@@ -180,6 +184,8 @@ def precision_at_1(
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import precision_at_1
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> precision_at_1(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
@@ -201,6 +207,8 @@ def r_precision(
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import r_precision
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> r_precision(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
@@ -222,6 +230,8 @@ def map_at_r(
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import map_at_r
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> map_at_r(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75

@@ -56,6 +56,8 @@ def recall_at_k(
             work).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import recall_at_k
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
         >>> positives = torch.tensor([[False, False, True], [False, True, False]])
         >>> recall_at_k(scores, positives, ks=(1, 2))
@@ -134,6 +136,8 @@ def in_batch_retrieval(
             ``rounded`` that is no bool (before any work).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import in_batch_retrieval
         >>> scores, positives = in_batch_retrieval(torch.eye(3), torch.tensor([0, 0, 1]))
         >>> positives
         tensor([[ True, False],
@@ -157,6 +161,8 @@ def retrieval_report(
     :func:`~gradlab.functional.tie_aware_ap`), averaged over the queries with a positive.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import retrieval_report
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
         >>> positives = torch.tensor([[False, False, True], [False, True, False]])
         >>> report = retrieval_report(scores, positives, ks=(1,))

@@ -323,6 +323,8 @@ def max_violation_triplet_loss(
         GradlabError: bad arguments, an empty score matrix, or (``validate``) NaN/inf scores.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import max_violation_triplet_loss
         >>> scores = torch.tensor([[0.9, 0.8], [0.1, 0.5]])
         >>> round(max_violation_triplet_loss(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
         0.3
@@ -416,6 +418,8 @@ def nt_xent_loss(
         GradlabError: bad arguments, an empty score matrix, or (``validate``) NaN/inf scores.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import nt_xent_loss
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> eye = torch.eye(2, dtype=torch.bool)
         >>> round(nt_xent_loss(scores, eye, temperature=1.0, direction="i2t").item(), 4)

@@ -129,6 +129,8 @@ def sigmoid_pair_loss(
         GradlabError: a bad argument, an empty score matrix, or (``validate``) bad scores.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import sigmoid_pair_loss
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> eye = torch.eye(2, dtype=torch.bool)
         >>> loss = sigmoid_pair_loss(scores, eye, scale=1.0, bias=0.0)  # log(1 + e^-1) + log 2

@@ -27,6 +27,8 @@ def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
     :func:`gradlab.functional.smooth_ap`.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import tempered_sigmoid
         >>> tempered_sigmoid(torch.tensor([0.0, 0.05]), tau=0.01)
         tensor([0.5000, 0.9933])
     """
@@ -42,6 +44,8 @@ def sigmoid_slope(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
     float16 below ``tau`` of about 4e-6, as any value beyond its range does).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import sigmoid_slope
         >>> sigmoid_slope(torch.tensor([0.0]), tau=0.01)
         tensor([25.])
     """

@@ -738,6 +738,8 @@ def smooth_ap(
             could pass float16's largest value (``1.25 / tau`` above 65504).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import smooth_ap
         >>> scores = torch.tensor([[0.9, 0.8, 0.1], [0.2, 0.5, 0.4]])
         >>> positives = torch.tensor([[True, False, True], [False, False, False]])
         >>> smooth_ap(scores, positives, tau=0.01)

@@ -54,6 +54,7 @@ def content_hashes(items: Iterable[str | bytes]) -> torch.Tensor:
         GradlabError: an item that is neither ``str`` nor ``bytes``.
 
     Example:
+        >>> from gradlab.functional import content_hashes
         >>> hashes = content_hashes(["a cat", "a dog", "a cat"])
         >>> bool(hashes[0] == hashes[2]), bool(hashes[0] == hashes[1])
         (True, False)
@@ -134,6 +135,8 @@ def false_negative_suspects(
         GradlabError: no rule given, a bad tensor or shape, or a negative ``margin``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import false_negative_suspects
         >>> scores = torch.tensor([[-0.5, -0.52, -0.7], [0.1, 0.9, 0.85]])
         >>> eye = torch.tensor([[True, False, False], [False, True, False]])
         >>> false_negative_suspects(scores, eye, margin=0.1).tolist()  # -0.52 >= -0.5 - 0.05
@@ -183,6 +186,8 @@ class SuspectSummary(NamedTuple):
             on which of them a sort puts first.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import suspect_summary
         >>> eye = torch.eye(3, dtype=torch.bool)
         >>> summary = suspect_summary(~eye, torch.zeros(3, 3), eye, k=1)  # every negative
         >>> float(summary.count), float(summary.top_k_share)
@@ -224,6 +229,8 @@ def suspect_summary(
         GradlabError: a bad tensor, shape or ``k``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import suspect_summary
         >>> scores = torch.tensor([[0.9, 0.8, 0.1, 0.0]])
         >>> positives = torch.tensor([[True, False, False, False]])
         >>> suspects = torch.tensor([[False, True, False, False]])

@@ -44,6 +44,8 @@ def harmonic_number(n: torch.Tensor) -> torch.Tensor:
             poles at -1, -2, ...; between them its values are no sum of ``1/k``).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import harmonic_number
         >>> [round(h, 4) for h in harmonic_number(torch.tensor([0.0, 1.0, 3.0])).tolist()]
         [0.0, 1.0, 1.8333]
     """
@@ -109,6 +111,8 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         orderings. NaN for a query without positives. Without ties it is ordinary AP.
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import tie_aware_ap
         >>> tie_aware_ap(torch.tensor([2, 1, 1]), torch.tensor([False, True, False]))
         tensor(0.4167, dtype=torch.float64)
     """
@@ -269,6 +273,8 @@ def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
         ``dcg_score(..., ignore_ties=False)`` computes the same).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import tie_aware_dcg
         >>> round(tie_aware_dcg(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])).item(), 4)
         0.8155
     """
@@ -302,6 +308,8 @@ def tie_aware_ndcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
         GradlabError: bad tensors (see :func:`tie_aware_dcg`).
 
     Example:
+        >>> import torch
+        >>> from gradlab.functional import tie_aware_ndcg
         >>> round(tie_aware_ndcg(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])).item(), 4)
         0.8155
     """

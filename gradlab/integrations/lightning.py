@@ -177,6 +177,7 @@ class GradlabCallback(Callback):
             prefix.
 
     Example:
+        >>> from gradlab.integrations.lightning import GradlabCallback
         >>> callback = GradlabCallback(tau=0.05, preset="cheap")
         >>> callback.monitor is None  # opened when fitting starts
         True

@@ -68,6 +68,8 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
             several processes (``world_size`` above 1) without a ``rank``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.open_clip import RecordingClipLoss
         >>> class Loss(torch.nn.Module):  # the interface of open_clip's ClipLoss, one process
         ...     world_size, local_loss = 1, False
         ...     def get_logits(self, image, text, scale, bias=None):
@@ -280,6 +282,7 @@ def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None
     :func:`gradlab.monitor.adapters.register` when this module is imported).
 
     Example:
+        >>> from gradlab.integrations.open_clip import open_clip_adapter
         >>> open_clip_adapter(len, None) is None
         True
     """

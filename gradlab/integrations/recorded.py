@@ -84,6 +84,8 @@ class Stitch:
             gathered from every process).
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.recorded import Stitch
         >>> stitch = Stitch("i2t")
         >>> first, second = torch.randn(2, 6).requires_grad_(), torch.randn(2, 6).requires_grad_()
         >>> stitch.add(first), stitch.add(second)  # two chunks of queries
@@ -139,6 +141,8 @@ def loss_value(loss: object) -> torch.Tensor | None:
     ``output_dict=True``, as its training loop sums them).
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.recorded import loss_value
         >>> float(loss_value({"contrastive_loss": torch.tensor(2.0)}))
         2.0
     """

@@ -106,6 +106,9 @@ class RecordingSimilarity(ScoreRecorderSlot, torch.nn.Module):
         GradlabError: ``similarity_fct`` is not callable.
 
     Example:
+        >>> import torch
+        >>> from sentence_transformers.util import cos_sim
+        >>> from gradlab.integrations.sentence_transformers import RecordingSimilarity
         >>> similarity = RecordingSimilarity()
         >>> seen = []
         >>> similarity.score_recorder = lambda direction, matrix, _: seen.append(matrix.shape)
@@ -155,6 +158,8 @@ def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
         GradlabError: ``loss`` has no ``similarity_fct``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.sentence_transformers import record_scores
         >>> loss = torch.nn.Module()
         >>> loss.similarity_fct = torch.nn.CosineSimilarity(dim=-1)  # as GISTEmbedLoss has
         >>> type(record_scores(loss).similarity_fct).__name__
@@ -355,6 +360,7 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     :meth:`~gradlab.integrations.transformers.GradlabTrainerCallback.watch`.
 
     Example:
+        >>> from gradlab.integrations.sentence_transformers import sentence_transformers_adapter
         >>> sentence_transformers_adapter(len, None) is None
         True
     """
@@ -485,6 +491,8 @@ def refuse_cached_matryoshka(loss: object) -> None:
         GradlabError: ``loss`` is a cached loss wrapped by ``MatryoshkaLoss``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.sentence_transformers import refuse_cached_matryoshka
         >>> refuse_cached_matryoshka(torch.nn.Module())  # not inside MatryoshkaLoss: accepted
     """
     decorator = getattr(loss, "__dict__", {}).get("calculate_loss")

@@ -172,6 +172,7 @@ class LoggingSteps:
     logs the epoch that ``max_steps`` cut short.
 
     Example:
+        >>> from gradlab.integrations.transformers import LoggingSteps
         >>> schedule = LoggingSteps(4)
         >>> schedule, [step for step in range(1, 10) if schedule(step)]
         (LoggingSteps(4), [1, 4, 8])
@@ -222,6 +223,8 @@ class LossForward:
         loss_module: the loss module.
 
     Example:
+        >>> import torch
+        >>> from gradlab.integrations.transformers import LossForward
         >>> call = LossForward(torch.nn.MSELoss())
         >>> call(torch.zeros(2), torch.ones(2)).item(), call.__name__
         (1.0, 'MSELoss')
@@ -252,6 +255,7 @@ class GradlabTrainerCallback(TrainerCallback):
             file, a prefix that is not a string.
 
     Example:
+        >>> from gradlab.integrations.transformers import GradlabTrainerCallback
         >>> callback = GradlabTrainerCallback(preset="cheap")
         >>> callback.monitor is None  # opened when training starts
         True
@@ -331,6 +335,8 @@ class GradlabTrainerCallback(TrainerCallback):
                 or a cached loss inside ``MatryoshkaLoss``.
 
         Example:
+            >>> import torch
+            >>> from gradlab.integrations.transformers import GradlabTrainerCallback
             >>> import gradlab
             >>> callback = GradlabTrainerCallback()
             >>> loss_fn = callback.watch(gradlab.NTXentLoss(0.1))

@@ -96,6 +96,8 @@ class RecordingCosineSimilarity(_Recording, CosineSimilarity):
     """PML's ``CosineSimilarity`` whose matrix a :class:`gradlab.Monitor` can read.
 
     Example:
+        >>> import torch
+        >>> from gradlab.interop.pml import RecordingCosineSimilarity
         >>> distance = RecordingCosineSimilarity()
         >>> seen = []
         >>> distance.score_recorder = lambda direction, matrix, _: seen.append(direction)
@@ -118,6 +120,8 @@ class RecordingDotProductSimilarity(_Recording, DotProductSimilarity):
     """PML's ``DotProductSimilarity`` whose matrix a :class:`gradlab.Monitor` can read.
 
     Example:
+        >>> import torch
+        >>> from gradlab.interop.pml import RecordingDotProductSimilarity
         >>> RecordingDotProductSimilarity(normalize_embeddings=False)(torch.eye(2) * 2)
         tensor([[4., 0.],
                 [0., 4.]])
@@ -129,6 +133,7 @@ def recording_distance(loss_fn: object) -> object | None:
     :class:`RecordingCosineSimilarity` or :class:`RecordingDotProductSimilarity`), else None.
 
     Example:
+        >>> from gradlab.interop.pml import RecordingCosineSimilarity, recording_distance
         >>> from pytorch_metric_learning import losses
         >>> loss_fn = losses.TripletMarginLoss(distance=RecordingCosineSimilarity())
         >>> recording_distance(loss_fn) is loss_fn.distance, recording_distance(losses.NTXentLoss())
@@ -143,6 +148,7 @@ def smooth_ap_temperature(loss_fn: object) -> float | None:
     candidate, as ``SmoothAPLoss(include_query=True)``), else None.
 
     Example:
+        >>> from gradlab.interop.pml import smooth_ap_temperature
         >>> from pytorch_metric_learning import losses
         >>> smooth_ap_temperature(losses.SmoothAPLoss(temperature=0.05))
         0.05

@@ -142,6 +142,7 @@ class LossAdapter:
         loss_fn: the loss itself, whose own counts (``degenerate_batches``) a step reads.
 
     Example:
+        >>> from gradlab.monitor import adapt
         >>> adapter = adapt(lambda scores, positives: scores.sum(), inputs="scores")
         >>> adapter.inputs, "score_grad" in adapter.provides, "embeddings" in adapter.provides
         ('scores', True, False)
@@ -207,6 +208,7 @@ class LossAdapter:
         the Monitor's tau, which read cosine scores.
 
         Example:
+            >>> from gradlab.monitor import adapt
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
         """
         if name in self.inapplicable:
@@ -230,6 +232,7 @@ class LossAdapter:
         """Why a quantity with these needs cannot apply (its first unmet need), or None.
 
         Example:
+            >>> from gradlab.monitor import adapt
             >>> adapt(lambda scores, positives: scores.sum(), inputs="scores").why_not(
             ...     frozenset({"embeddings"}))
             'needs the embeddings; the loss is watched on a score matrix, not on embeddings'
@@ -390,6 +393,8 @@ class LossAdapter:
         quantity reads; the view shares its values and storage, so the loss computes the same.
 
         Example:
+            >>> import torch
+            >>> from gradlab.monitor import adapt
             >>> scores = torch.randn(3, 3, requires_grad=True)
             >>> args = adapt(lambda s, p: s.sum(), inputs="scores").own_scores((scores,), True)
             >>> args[0] is scores, torch.equal(args[0], scores)
@@ -427,6 +432,8 @@ class LossAdapter:
         score matrices and the records.
 
         Example:
+            >>> import torch
+            >>> from gradlab.monitor import adapt
             >>> import gradlab
             >>> loss_fn = gradlab.NTXentLoss(0.1)
             >>> with adapt(loss_fn).listening(score_grad=True) as (recorded, records):
@@ -871,6 +878,7 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
             is not allowed.
 
     Example:
+        >>> from gradlab.monitor import adapt
         >>> import gradlab
         >>> adapt(gradlab.NTXentLoss(0.1)).inputs, adapt(gradlab.SmoothAPLoss(0.05)).loss_tau
         ('scores', 0.05)

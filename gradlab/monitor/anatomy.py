@@ -323,6 +323,7 @@ class Anatomy(Quantity):
         GradlabError: a threshold out of range.
 
     Example:
+        >>> from gradlab.monitor import Anatomy
         >>> Anatomy(relative_threshold=0.05).relative_threshold
         0.05
     """

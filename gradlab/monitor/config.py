@@ -123,6 +123,7 @@ class MonitorConfig:
         GradlabError: a value out of range, naming the option, the value and what is allowed.
 
     Example:
+        >>> from gradlab.monitor import MonitorConfig
         >>> options = MonitorConfig(tau=0.05, preset="cheap", sinks="jsonl")
         >>> options.tau, options.sinks
         (0.05, ('jsonl',))
@@ -168,6 +169,7 @@ class MonitorConfig:
         they were given (under ``torch.distributed`` the Monitor warns on rank 0 alone).
 
         Example:
+            >>> from gradlab.monitor import MonitorConfig
             >>> [q.name for q in MonitorConfig(preset="cheap").make_quantities()][:2]
             ['loss', 'embedding_norm']
         """
@@ -198,6 +200,7 @@ class MonitorConfig:
         when explicit :attr:`quantities` replace every preset.
 
         Example:
+            >>> from gradlab.monitor import Margins, MonitorConfig
             >>> MonitorConfig().preset_name, MonitorConfig(quantities=[Margins()]).preset_name
             ('default', None)
         """
@@ -209,6 +212,7 @@ class MonitorConfig:
         """The Monitor's sinks: the instances given, and a new sink for each name.
 
         Example:
+            >>> from gradlab.monitor import MonitorConfig
             >>> [type(sink).__name__ for sink in MonitorConfig(sinks=["jsonl", "csv"]).make_sinks()]
             ['JSONLSink', 'CSVSink']
         """
@@ -219,6 +223,7 @@ class MonitorConfig:
         """The option names, in order.
 
         Example:
+            >>> from gradlab.monitor import MonitorConfig
             >>> MonitorConfig.names()[:3]
             ['tau', 'every', 'preset']
         """
@@ -229,6 +234,7 @@ class MonitorConfig:
         """A config from a dict of options; an unknown name is a :class:`GradlabError`.
 
         Example:
+            >>> from gradlab.monitor import MonitorConfig
             >>> MonitorConfig.of({"taux": 0.1})  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...

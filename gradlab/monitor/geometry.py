@@ -64,6 +64,9 @@ class Geometry(Quantity):
     single transfer per logged step.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import Geometry
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
         >>> values = Geometry().compute(view)  # 4 orthogonal points: a regular simplex
         >>> [round(float(values[key]), 4) for key in ("geometry_alignment",
@@ -159,6 +162,9 @@ class Margins(Quantity):
     violation share near 1 is a batch the model does not separate; R@1 is in-batch recall at 1.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import Margins
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]),
         ...                  labels=torch.tensor([0, 0, 1]))
         >>> values = Margins().compute(view)  # margins 0.8 - 0.0 and 0.8 - 0.6
@@ -242,6 +248,10 @@ class ChanceLevel(Quantity):
         GradlabError: ``terms`` neither None nor a positive integer.
 
     Example:
+        >>> import math
+        >>> import torch
+        >>> from gradlab.monitor import ChanceLevel
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
         ...                  loss=torch.tensor(math.log(2.0)))
         >>> round(float(ChanceLevel().compute(view)["loss_minus_chance"]), 6)  # C = 2 candidates
@@ -367,6 +377,10 @@ class Temperature(Quantity):
         GradlabError: a bad ``clamp``, ``direction`` or ``scale``.
 
     Example:
+        >>> import math
+        >>> import torch
+        >>> from gradlab.monitor import Temperature
+        >>> from gradlab.monitor.batch import BatchView
         >>> logit_scale = torch.nn.Parameter(torch.tensor(math.log(100.0)))
         >>> quantity = Temperature(scale=logit_scale, log_scale=True, clamp=(0.0, math.log(100)))
         >>> view = BatchView(embeddings=torch.eye(2), candidates=torch.eye(2),
@@ -456,6 +470,7 @@ class Temperature(Quantity):
         (:class:`~gradlab.losses.SoftmaxLogits`) no softmax and no scale; else None.
 
         Example:
+            >>> from gradlab.monitor import Temperature
             >>> from gradlab.losses import MaxViolationTripletLoss
             >>> Temperature().not_applicable(MaxViolationTripletLoss()).split(":")[0]
             'has no scale to log for MaxViolationTripletLoss'

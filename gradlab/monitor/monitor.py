@@ -253,7 +253,10 @@ class Monitor:
             ``resume`` nor ``overwrite`` is set; any other invalid option.
 
     Example:
-        >>> import tempfile, gradlab
+        >>> import tempfile
+        >>> import torch
+        >>> import gradlab
+        >>> from gradlab import Monitor
         >>> with Monitor(tempfile.mkdtemp(), preset="cheap", every=1) as monitor:
         ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
         ...     embeddings = torch.randn(8, 4, requires_grad=True)
@@ -369,6 +372,8 @@ class Monitor:
         """A Monitor with the options of ``options``.
 
         Example:
+            >>> from gradlab import Monitor
+            >>> from gradlab.monitor import MonitorConfig
             >>> import tempfile
             >>> Monitor.from_config(tempfile.mkdtemp(), MonitorConfig(preset="cheap")).close()
         """
@@ -396,6 +401,8 @@ class Monitor:
         callback): a Monitor that was never stepped has logged nothing but a last step.
 
         Example:
+            >>> import torch
+            >>> from gradlab import Monitor
             >>> import tempfile
             >>> import gradlab
             >>> monitor = Monitor(tempfile.mkdtemp(), preset="cheap")
@@ -416,6 +423,7 @@ class Monitor:
         """Whether :meth:`close` has run: a closed Monitor reads and logs nothing more.
 
         Example:
+            >>> from gradlab import Monitor
             >>> import tempfile
             >>> monitor = Monitor(tempfile.mkdtemp(), preset="cheap")
             >>> monitor.close()
@@ -455,6 +463,8 @@ class Monitor:
             GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
 
         Example:
+            >>> import torch
+            >>> from gradlab import Monitor
             >>> import tempfile, gradlab
             >>> with Monitor(tempfile.mkdtemp(), preset="full", every=1) as monitor:
             ...     loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))
@@ -602,6 +612,8 @@ class Monitor:
         :meth:`watch`). Without the loss, the quantities that need it are not logged.
 
         Example:
+            >>> import torch
+            >>> from gradlab import Monitor
             >>> import tempfile
             >>> with Monitor(tempfile.mkdtemp(), preset="cheap", every=1) as monitor:
             ...     handle = monitor.attach(torch.nn.Linear(3, 2), torch.arange(4) % 2)

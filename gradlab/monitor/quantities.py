@@ -54,6 +54,9 @@ def row_summaries(prefixes: Sequence[str], rows: torch.Tensor) -> Values:
         GradlabError: ``rows`` is not ``[k, n]`` with one row per prefix.
 
     Example:
+        >>> import math
+        >>> import torch
+        >>> from gradlab.monitor import row_summaries
         >>> rows = torch.tensor([[1.0, 2.0, 3.0, math.nan, math.inf], [math.nan] * 5])
         >>> values = row_summaries(["first", "undefined"], rows)
         >>> list(values)[:4]
@@ -81,6 +84,9 @@ class Loss(Quantity):
     """The loss value of the step.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import Loss
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.eye(2), loss=torch.tensor(0.5))
         >>> float(Loss().compute(view)["loss"])
         0.5
@@ -108,6 +114,9 @@ class EmbeddingNorms(Quantity):
     not read.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import EmbeddingNorms
+        >>> from gradlab.monitor.batch import BatchView
         >>> values = EmbeddingNorms().compute(BatchView(embeddings=2 * torch.eye(3)))
         >>> {key: float(value) for key, value in values.items()}  # every row has norm 2
         {'embedding_norm_mean': 2.0, 'embedding_norm_min': 2.0, 'embedding_norm_max': 2.0}
@@ -140,6 +149,9 @@ class EmbeddingGradNorm(Quantity):
     call's first argument): the candidates' gradient is not read.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import EmbeddingGradNorm
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.eye(2), embedding_grad=torch.ones(2, 2))
         >>> values = EmbeddingGradNorm().compute(view)  # whole: sqrt(4); per row: sqrt(2)
         >>> [round(float(values[key]), 4) for key in EmbeddingGradNorm.keys]
@@ -176,6 +188,9 @@ class OperatingRegion(Quantity):
     not finite it keeps its value while the P keys log NaN (:attr:`Quantity.input_free_keys`).
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import OperatingRegion
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)  # equal scores: every difference is 0, inside the region
         >>> values = OperatingRegion().compute(view)
@@ -240,6 +255,9 @@ class Decomposition(Quantity):
     norm is 0, and the ratio and the cosine are NaN (undefined), not an error.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import Decomposition
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.randn(8, 4), labels=torch.arange(8) % 2, tau=0.05)
         >>> len(Decomposition().compute(view))  # 6 statistics x mean, q10, q50, q90
         24
@@ -299,6 +317,9 @@ class GradientCounts(Quantity):
     gradient".
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import GradientCounts
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)  # one positive, 3 candidates: 2 entries j != i per query
         >>> {key: float(value) for key, value in GradientCounts().compute(view).items()}
@@ -475,6 +496,9 @@ class RelaxationGap(Quantity):
     ranks it among its own candidates.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import RelaxationGap
+        >>> from gradlab.monitor.batch import BatchView
         >>> embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
         >>> view = BatchView(embeddings=embeddings, labels=torch.tensor([0, 0, 1, 1]), tau=0.01)
         >>> values = RelaxationGap().compute(view)  # each positive ranked first: AP 1
@@ -547,6 +571,8 @@ class GradientAgreement(Quantity):
     one is. An all-zero embedding row has no direction and gets no gradient, as in the loss.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import GradientAgreement
         >>> import tempfile, gradlab
         >>> from gradlab.monitor.schedules import every
         >>> with gradlab.Monitor(tempfile.mkdtemp(),
@@ -606,6 +632,9 @@ class WeightedGradientCounts(GradientCounts):
     ``eps`` (a count, not a weighted sum): never more entries than the unweighted count.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import WeightedGradientCounts
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)
         >>> sorted(WeightedGradientCounts().compute(view))  # doctest: +NORMALIZE_WHITESPACE
@@ -627,6 +656,9 @@ class DegenerateBatches(Quantity):
     from the labels or the positive mask, on the device).
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import DegenerateBatches
+        >>> from gradlab.monitor.batch import BatchView
         >>> view = BatchView(embeddings=torch.eye(4), labels=torch.arange(4))  # all singletons
         >>> {key: float(value) for key, value in DegenerateBatches().compute(view).items()}
         {'degenerate_batch': 1.0}

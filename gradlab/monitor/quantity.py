@@ -79,6 +79,7 @@ class Plot:
     what to read from the figure.
 
     Example:
+        >>> from gradlab.monitor import Plot
         >>> Plot("loss", "Loss", "loss", (("loss", "loss"),)).keys
         ('loss',)
         >>> spread = Plot("spread", "Spread of the scores", "std", (("spread", "std"),),
@@ -151,6 +152,7 @@ class Plot:
         ``gradlab plot`` draws it from there, without the quantity's class).
 
         Example:
+            >>> from gradlab.monitor import Plot
             >>> Plot("spread", "Spread", "value", (("spread_max", "max"),)).as_header()["series"]
             [['spread_max', 'max']]
         """
@@ -167,6 +169,7 @@ class Plot:
         header written by hand or by another program: nothing to draw from it).
 
         Example:
+            >>> from gradlab.monitor import Plot
             >>> plot = Plot("spread", "Spread", "value", (("spread_max", "max"),))
             >>> Plot.from_header(plot.as_header()) == plot, Plot.from_header({"family": 1})
             (True, None)
@@ -212,6 +215,7 @@ class Quantity:
             runs logged at different taus do not compare (``gradlab plot`` says so).
 
     Example:
+        >>> from gradlab.monitor import Quantity
         >>> Quantity().should_compute(0), Quantity().needs_grad
         (True, False)
     """
@@ -247,6 +251,7 @@ class Quantity:
         ``return`` was forgotten) is refused: read as False, it would log nothing, silently.
 
         Example:
+            >>> from gradlab.monitor import Quantity
             >>> Quantity(lambda step: step % 2 == 0).should_compute(3)
             False
         """
@@ -275,6 +280,7 @@ class Quantity:
         :attr:`input_free_keys`, and warns once.
 
         Example:
+            >>> from gradlab.monitor import Quantity
             >>> Quantity().trust
             0
         """
@@ -288,6 +294,7 @@ class Quantity:
         Default: None.
 
         Example:
+            >>> from gradlab.monitor import Quantity
             >>> Quantity().not_applicable(lambda embeddings, labels: embeddings.sum()) is None
             True
         """
@@ -302,6 +309,9 @@ class Quantity:
         ``local`` view (``(batch.local or batch).name`` reads it either way). Default: nothing.
 
         Example:
+            >>> import torch
+            >>> from gradlab.monitor import Quantity
+            >>> from gradlab.monitor.batch import BatchView
             >>> Quantity().at_call(BatchView(torch.eye(2), labels=torch.arange(2))) is None
             True
         """
@@ -312,6 +322,9 @@ class Quantity:
         it (``RuntimeWarning``) once per run and quantity, naming the step. Default: None.
 
         Example:
+            >>> import torch
+            >>> from gradlab.monitor import Quantity
+            >>> from gradlab.monitor.batch import BatchView
             >>> Quantity().said_of_logged({"step": 0}, BatchView(torch.eye(2))) is None
             True
         """

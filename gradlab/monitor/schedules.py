@@ -40,6 +40,7 @@ def every(n: int) -> Schedule:
     """Steps 0, n, 2n, ...
 
     Example:
+        >>> from gradlab.monitor import every
         >>> [s for s in range(10) if every(4)(s)]
         [0, 4, 8]
     """
@@ -54,6 +55,7 @@ def log_spaced(base: float = 2.0) -> Schedule:
             close to 1 that its powers need more than 100000 steps to pass 1e12.
 
     Example:
+        >>> from gradlab.monitor import log_spaced
         >>> [s for s in range(40) if log_spaced()(s)]
         [0, 1, 2, 4, 8, 16, 32]
     """
@@ -112,6 +114,7 @@ def dense_warmup(warmup: int = 100, then_every: int = 50) -> Schedule:
     """Every step during ``warmup`` steps, then every ``then_every``.
 
     Example:
+        >>> from gradlab.monitor import dense_warmup
         >>> [s for s in range(12) if dense_warmup(3, 5)(s)]
         [0, 1, 2, 5, 10]
     """
@@ -146,6 +149,7 @@ def default_schedule(warmup: int = 10, early_every: int = 10, early: int = 200,
     step, which :meth:`gradlab.Monitor.close` adds).
 
     Example:
+        >>> from gradlab.monitor import default_schedule
         >>> [s for s in range(260) if default_schedule()(s)][8:]
         [8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200, 250]
     """  # noqa: E501
@@ -185,6 +189,7 @@ def never(step: int) -> bool:
     """A quantity that is switched off.
 
     Example:
+        >>> from gradlab.monitor import never
         >>> from gradlab.monitor import Loss
         >>> Loss(never).should_compute(0)
         False

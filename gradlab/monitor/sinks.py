@@ -151,6 +151,7 @@ class Sink:
             note is said.
 
     Example:
+        >>> from gradlab.monitor import Sink
         >>> import tempfile, torch, gradlab
         >>> class ListSink(Sink):  # a sink of your own: records kept in memory
         ...     def __init__(self):
@@ -236,6 +237,7 @@ class JSONLSink(Sink):
     docstring).
 
     Example:
+        >>> from gradlab.monitor import JSONLSink, read_jsonl
         >>> import tempfile, torch, gradlab
         >>> folder = tempfile.mkdtemp()
         >>> with gradlab.Monitor(folder, preset="cheap", every=1,
@@ -620,6 +622,7 @@ class TensorBoardSink(NumericSink):
     folder (a ``SummaryWriter`` of yours) are never listed, resumed or removed.
 
     Example:
+        >>> from gradlab.monitor import TensorBoardSink
         >>> TensorBoardSink().patterns  # the files a previous run left in the log folder
         ('events.out.tfevents.*.gradlab',)
     """
@@ -764,6 +767,7 @@ class WandbSink(NumericSink):
         GradlabError: ``prefix`` is not a string, or an option is no keyword of ``wandb.init``.
 
     Example:
+        >>> from gradlab.monitor import WandbSink
         >>> sink = WandbSink(prefix="diagnostics/", project="retrieval", mode="offline")
         >>> sink.prefix, sink.init_kwargs  # wandb.init runs at the Monitor's first record
         ('diagnostics/', {'project': 'retrieval', 'mode': 'offline'})
@@ -870,6 +874,7 @@ class MLflowSink(NumericSink):
         run_name: name of a run this sink starts.
 
     Example:
+        >>> from gradlab.monitor import MLflowSink
         >>> sink = MLflowSink(experiment="retrieval", run_name="smoothap-tau-0.01")
         >>> sink.prefix, sink.experiment  # the run starts at the Monitor's first record
         ('gradlab/', 'retrieval')
@@ -1192,6 +1197,7 @@ def read_jsonl(
         OSError: ``path`` cannot be read.
 
     Example:
+        >>> from gradlab.monitor import read_jsonl
         >>> import tempfile, warnings
         >>> from pathlib import Path
         >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
@@ -1304,6 +1310,7 @@ def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict,
     the ``metrics.jsonl`` file, or the run folder that holds it.
 
     Example:
+        >>> from gradlab.monitor import read_segments
         >>> import tempfile
         >>> from pathlib import Path
         >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"

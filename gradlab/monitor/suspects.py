@@ -62,6 +62,9 @@ class Suspects(Quantity):
         GradlabError: no rule, a non-callable source, a negative margin or a bad ``k``.
 
     Example:
+        >>> import torch
+        >>> from gradlab.monitor import Suspects
+        >>> from gradlab.monitor.batch import BatchView
         >>> import math
         >>> view = BatchView(embeddings=torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]]),
         ...                  candidates=torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]),

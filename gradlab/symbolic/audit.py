@@ -53,6 +53,7 @@ def all_claims(*, p_vs_batch_size: Mapping | None = None) -> list[Claim]:
             without it that claim is ``not-testable-here``, its detail saying it was not measured.
 
     Example:
+        >>> from gradlab.symbolic import all_claims
         >>> claim = next(c for c in all_claims() if c.label == "claim-p-grows-with-batch-size")
         >>> verdict = claim.check(claim.printed)
         >>> verdict.verdict, "not measured in this run" in verdict.detail
@@ -126,6 +127,7 @@ def run_audit(
         equivalent_mutants_dropped).
 
     Example:
+        >>> from gradlab.symbolic import run_audit
         >>> from gradlab.symbolic.claims import Claim, Form, decide
         >>> check = lambda form: decide(form.value == 2, "1 + 1 = 2", "not 2")
         >>> (record,) = run_audit([Claim("mine", "eq1", "1 + 1 is 2", Form(2), check)])
@@ -401,6 +403,7 @@ def format_table(records: list[dict], width: int = 110) -> str:
     below its row (``gradlab audit`` prints at the default width).
 
     Example:
+        >>> from gradlab.symbolic import format_table
         >>> record = {"seed": "my-notes", "label": "eq1", "verdict": "holds",
         ...           "claim": {"statement": "1 + 1 is 2"}}
         >>> print(format_table([record], width=60))
@@ -560,6 +563,7 @@ def format_markdown(records: list[dict]) -> str:
     year, title), its verdict counts, then each claim by its label, folded.
 
     Example:
+        >>> from gradlab.symbolic import format_markdown, run_audit
         >>> from gradlab.symbolic import Claim, Form, decide
         >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", "not 4")
         >>> records = run_audit([Claim("my-notes", "eq1", "2 + 2 is 4", Form(4), check)])

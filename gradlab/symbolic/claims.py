@@ -95,6 +95,7 @@ class Verdict:
     """The outcome of one check: a verdict from :data:`VERDICTS` and what supports it.
 
     Example:
+        >>> from gradlab.symbolic import Verdict, decide
         >>> verdict = decide(sum(range(5)) == 10, "0 + 1 + 2 + 3 + 4 = 10", "not 10")
         >>> isinstance(verdict, Verdict), verdict.verdict, verdict.detail
         (True, 'holds', '0 + 1 + 2 + 3 + 4 = 10')
@@ -179,6 +180,7 @@ class Form:
         context: the printed statement around the value (shown before it).
 
     Example:
+        >>> from gradlab.symbolic import Form
         >>> import sympy as sp
         >>> z = sp.Symbol("z", real=True)
         >>> printed = Form(sp.exp(-z) / (1 + sp.exp(-z))**2, lhs="sigma'(z)")
@@ -216,6 +218,7 @@ def mutant(form: Form, value: Any, name: str) -> Form:
         GradlabError: ``form`` not a :class:`Form`, ``name`` not a non-empty str.
 
     Example:
+        >>> from gradlab.symbolic import Form, mutant
         >>> import sympy as sp
         >>> x = sp.Symbol("x")
         >>> mutant(Form(x**2, lhs="f"), x**3, "exponent 3").text()
@@ -244,6 +247,7 @@ def negated(form: Form) -> Form:
     """The sign-flipped mutant ``-value``.
 
     Example:
+        >>> from gradlab.symbolic import Form, negated
         >>> import sympy as sp
         >>> x = sp.Symbol("x")
         >>> negated(Form(x**2, lhs="f")).text()
@@ -258,6 +262,7 @@ def scaled(form: Form, factor: Any = 2) -> Form:
     """The mutant ``factor * value`` (a doubled or dropped factor).
 
     Example:
+        >>> from gradlab.symbolic import Form, scaled
         >>> import sympy as sp
         >>> tau = sp.Symbol("tau", positive=True)
         >>> mutated = scaled(Form(1 / tau, lhs="g"), tau)  # the 1/tau dropped
@@ -280,6 +285,7 @@ def substituted(form: Form, changes: dict, name: str) -> Form:
         GradlabError: ``form`` not a :class:`Form` with a SymPy value, ``changes`` not a dict.
 
     Example:
+        >>> from gradlab.symbolic import Form, substituted
         >>> import sympy as sp
         >>> i, j = sp.symbols("i j")
         >>> substituted(Form(i - j, lhs="D_ij"), {i: j, j: i}, "i <-> j").text()
@@ -302,6 +308,7 @@ def with_parameters(form: Form, name: str, **changes: Any) -> Form:
         GradlabError: ``form`` not a :class:`Form` whose value is a dict.
 
     Example:
+        >>> from gradlab.symbolic import Form, with_parameters
         >>> printed = Form({"bins": 10, "width": 0.2}, lhs="histogram")
         >>> with_parameters(printed, "one bin more", bins=11).text()
         'histogram = bins = 11, width = 0.2'
@@ -348,6 +355,7 @@ class Claim:
     loss of van den Oord, Li & Vinyals, 2018, Eq. 4, with respect to a negative logit is that
     logit's softmax probability):
 
+        >>> from gradlab.symbolic import Claim, Form, evaluate, mutant, symbolic_equality
         >>> import sympy as sp
         >>> s = sp.symbols("s0:3", real=True)
         >>> softmax = [sp.exp(v) / sum(sp.exp(u) for u in s) for v in s]
@@ -430,6 +438,7 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     not be decided (:data:`CORRECTION_UNDECIDED`), with the check's reason.
 
     Example:
+        >>> from gradlab.symbolic import Claim, Form, decide, evaluate
         >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", f"2 + 2 is not {form.value}")
         >>> claim = Claim("my-notes", "eq1", "2 + 2", Form(5), check, correction=Form(4))
         >>> print(evaluate(claim).detail)
@@ -528,6 +537,7 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
             ``inconclusive``); one it raises on a mutant makes that mutant ``inconclusive``.
 
     Example:
+        >>> from gradlab.symbolic import Claim, Form, audit_claim, symbolic_equality
         >>> import sympy as sp
         >>> z = sp.Symbol("z", real=True)
         >>> sigma = 1 / (1 + sp.exp(-z))
@@ -631,6 +641,8 @@ def decide(condition: bool, detail_if_holds: str, detail_if_fails: str, *,
             :data:`FAILURES`.
 
     Example:
+        >>> import math
+        >>> from gradlab.symbolic import decide
         >>> decide(2**10 == 1024, "2^10 = 1024", "2^10 is not 1024")
         Verdict(verdict='holds', detail='2^10 = 1024', failure=None)
         >>> decide(float("nan") < 1e-9, "agrees", "the error is nan, not below 1e-9").verdict
@@ -662,6 +674,7 @@ def undecided(reason: str) -> Verdict:
 
     Example: an asymptotic claim that SymPy cannot take the limit of is not a failure.
 
+        >>> from gradlab.symbolic import Form, decide
         >>> import sympy as sp
         >>> n = sp.Symbol("n", positive=True)
         >>> def check(form):
@@ -1118,6 +1131,7 @@ def symbolic_equality(
             integer.
 
     Example:
+        >>> from gradlab.symbolic import symbolic_equality
         >>> import sympy as sp
         >>> x = sp.Symbol("x", positive=True)
         >>> detail = symbolic_equality(-x, x, [x], relative=True).detail
@@ -1238,6 +1252,7 @@ def numeric_agreement(
             real number (a vector, a complex number).
 
     Example:
+        >>> from gradlab.symbolic import numeric_agreement
         >>> verdict = numeric_agreement(lambda c: -c, lambda c: c, [1e-4, 2e-4], tolerance=1e-6,
         ...                             relative=True)
         >>> print(verdict.verdict, verdict.detail)
