@@ -9,6 +9,7 @@ The first record written after the disabling carries ``{"disabled": {name: why}}
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 
 import pytest
@@ -204,19 +205,54 @@ def test_a_resumption_whose_first_record_is_a_note_alone_says_where_it_resumed(t
 def test_gradlab_plot_says_when_a_resumed_run_logs_a_disabled_quantity_again(tmp_path):
     # "its keys end there" was said of a quantity that the resumed run logged again
     _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)], steps=3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with Monitor(tmp_path, quantities=[Loss(every(1)), Flaky("compute", at_step=99)],
-                     resume=True) as monitor:  # fmt: skip
-            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
-            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
-            monitor.step()
+    for _ in range(2):  # resumed twice: the first resumption that logs it again is named
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Monitor(tmp_path, quantities=[Loss(every(1)), Flaky("compute", at_step=99)],
+                         resume=True) as monitor:  # fmt: skip
+                loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                monitor.step()
     assert [r.get("flaky_mean") is not None for r in read_jsonl(tmp_path)[1]] == [
-        True, False, False, True]  # fmt: skip
+        True, False, False, True, True]  # fmt: skip
     assert _plot_warnings(tmp_path) == [
         f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
         "raised in compute(): ValueError: no value) during the run: its keys end there "
         "('flaky' is logged again from step 3, where the run resumed)"
+    ]
+
+
+def _without_schedules(log_dir) -> None:
+    """Drop ``schedules`` from the log's last header (a log of an earlier gradlab)."""
+    log = log_dir / "metrics.jsonl"
+    lines = log.read_text().splitlines()
+    last = max(i for i, line in enumerate(lines) if line.startswith('{"header": '))
+    line = json.loads(lines[last])
+    del line["header"]["schedules"]
+    lines[last] = json.dumps(line)
+    log.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("resumed_with", ["loss alone", "flaky never due", "no schedules"])
+def test_a_resumption_that_does_not_log_the_quantity_again_is_not_said_to(tmp_path,
+                                                                         resumed_with):
+    # a resumption without the quantity, with it on a schedule that never logs it, or whose
+    # header records no schedules (an earlier gradlab's): its keys end where it was disabled
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)], steps=3)
+    quantities = [Loss(every(1))] + ([Flaky("compute", 99, every(1000))]
+                                     if resumed_with == "flaky never due" else [])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Monitor(tmp_path, quantities=quantities, resume=True) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for _ in range(2):
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                monitor.step()
+    if resumed_with == "no schedules":
+        _without_schedules(tmp_path)
+    assert _plot_warnings(tmp_path) == [
+        f"{tmp_path / 'metrics.jsonl'}: the Monitor disabled the quantity 'flaky' (step 1: "
+        "raised in compute(): ValueError: no value) during the run: its keys end there"
     ]
 
 

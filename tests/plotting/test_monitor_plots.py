@@ -1248,3 +1248,30 @@ def test_a_span_inside_a_later_part_reads_that_part_alone():
         [(0, {"a": every(2)}), (10, {"a": every(2), "b": every(2)})])
     assert records.due_steps("b", 12, 18) == {14, 16}
     assert records.due_steps("b", 8, 18) is None  # reaching into the first part: guessed
+
+
+@pytest.mark.parametrize("header", [None, "a string", [1], {"schedules": "every(1)"}, {}])
+def test_a_header_that_records_no_schedules_reads_as_none(header):
+    # a line another program wrote, or a header edited by hand: read, never a traceback
+    assert monitor_plots.recorded_schedules(header) is None
+
+
+def test_a_header_entry_that_is_no_schedule_record_is_skipped():
+    header = {"schedules": {"junk": "every(1)", "no keys": {"schedule": "every(2)"},
+                            "keys not a list": {"schedule": "every(2)", "keys": "loss"},
+                            "loss": {"schedule": "every(2)", "keys": ["loss", 3]}}}
+    known = monitor_plots.recorded_schedules(header)
+    assert list(known) == ["loss"]
+    assert [known["loss"](step) for step in range(4)] == [True, False, True, False]
+
+
+def test_overlaid_runs_draw_the_families_of_each_runs_own_quantities(tmp_path, monkeypatch):
+    # the last run's families alone were drawn: the first run's own quantity went missing
+    first = _run(tmp_path / "first", steps=2, preset=None, quantities=[Spread()])
+    second = _run(tmp_path / "second", steps=2, preset=None, quantities=[Renamed()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each run logs none of the other's keys
+        figures = _figures(monkeypatch, [first, second], out=tmp_path / "figs")
+    assert sorted(figures) == ["Spread again", "Spread of the scores"]
+    for figure in figures.values():
+        plt.close(figure)
