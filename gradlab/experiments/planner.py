@@ -239,6 +239,9 @@ def measure_loss(
         _sync(device)
         times.append(time.perf_counter() - started)
     method += f"; time: the median of {repeats} run{'s' if repeats > 1 else ''}"
+    if torch.device(device).type == "cpu":  # on a busy machine, threads > 1 wait for each other
+        threads = torch.get_num_threads()
+        method += f" on {threads} torch thread{'s' if threads > 1 else ''}"
     return {"peak_extra_bytes": peak, "seconds": statistics.median(times), "method": method}
 
 

@@ -100,6 +100,47 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def busy_machine_note(
+    threads: int, cores: int | None = None, load: float | None = None
+) -> str | None:
+    """What to say before timing on ``threads`` torch threads while other processes hold the
+    cores, else None: torch's threads wait for each other at every op, and a thread that
+    loses its core makes the others wait, so the times can read many times too long (a
+    SmoothAP forward + backward at m = 384: 7 ms on one thread, 400 ms on two beside two
+    other busy processes, on a 2-core machine). Busy: the last minute's load average (the
+    other processes: this one has not started timing yet) is at least 1 and leaves fewer free
+    cores than ``threads``. One thread is never warned of: it waits for no other.
+
+    Args:
+        threads: the torch threads that will time.
+        cores: the cores this process may use (default: :func:`usable_cores`).
+        load: the last minute's load average (default: :func:`os.getloadavg`'s; None where
+            the system has none, as on Windows: nothing is said).
+
+    Example:
+        >>> busy_machine_note(2, cores=2, load=0.1) is None  # an idle machine
+        True
+        >>> busy_machine_note(1, cores=2, load=3.0) is None  # one thread waits for no other
+        True
+        >>> print(busy_machine_note(2, cores=2, load=2.7))  # doctest: +NORMALIZE_WHITESPACE
+        the machine is busy (load average 2.7 over the last minute, 2 cores): the times are
+        taken on 2 torch threads, which wait for each other behind the other processes and can
+        read many times too long; for times that mean something, measure on an idle machine
+        or on one thread (OMP_NUM_THREADS=1)
+    """
+    if load is None and hasattr(os, "getloadavg"):
+        with contextlib.suppress(OSError):
+            load = os.getloadavg()[0]
+    cores = usable_cores() if cores is None else cores
+    if load is None or threads < 2 or load < 1 or load + threads <= cores:
+        return None
+    return (f"the machine is busy (load average {load:.1f} over the last minute, {cores} "
+            f"core{'s' if cores > 1 else ''}): the times are taken on {threads} torch threads, "
+            "which wait for each other behind the other processes and can read many times too "
+            "long; for times that mean something, measure on an idle machine or on one thread "
+            "(OMP_NUM_THREADS=1)")
+
+
 def processor_name(device: str = "cpu") -> str:
     """The processor a study's times were taken on: the GPU's name for a CUDA device, else the
     CPU's model name (Linux: ``/proc/cpuinfo``), else what :func:`platform.processor` says.

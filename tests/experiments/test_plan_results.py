@@ -107,12 +107,13 @@ def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
     # the first call is the warm-up (1/1024 s: all seven timed calls fit in the timing budget)
     clock = _Clock([2**-10, 0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
     monkeypatch.setattr("time.perf_counter", clock)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # the threads that timed, named
     cost = measure_loss("contrastive", 16, 4, repeats=7)
     assert clock.starts == 8
     assert cost["seconds"] == 0.75  # sorted: 0.25 0.5 0.5 0.75 1 8 9
     assert cost["method"] == (
         "measured on cpu: the C allocator's bytes in use (mallinfo2) after every op; "
-        "time: the median of 7 runs"
+        "time: the median of 7 runs on 3 torch threads"
     )
 
 
@@ -126,10 +127,12 @@ def test_a_slow_pass_is_timed_fewer_times(monkeypatch, capsys, warm_up, repeats,
     # at least one
     clock = _Clock([warm_up] * (repeats + 1))
     monkeypatch.setattr("time.perf_counter", clock)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one thread: no plural
     cost = measure_loss("fast_ap", 8, 4, repeats=repeats)
     assert clock.starts == 1 + timed
     assert cost["seconds"] == warm_up
-    assert cost["method"].endswith(f"the median of {timed} run" + ("s" if timed > 1 else ""))
+    assert cost["method"].endswith(f"the median of {timed} run" + ("s" if timed > 1 else "")
+                                   + " on 1 torch thread")
     # a pass of 5 s or more says on stderr how many passes are still to come
     err = capsys.readouterr().err
     if warm_up >= 5.0:
@@ -291,4 +294,4 @@ def test_the_meters_one_time_setup_does_not_count_as_a_slow_pass(monkeypatch):
     monkeypatch.setattr(planner.PeakBytes, "__enter__", slow_enter)
     monkeypatch.setattr(planner, "TIMING_SECONDS", 0.5)
     cost = measure_loss("contrastive", 16, 4)
-    assert cost["method"].endswith("the median of 5 runs")
+    assert " the median of 5 runs on " in cost["method"]
