@@ -126,23 +126,55 @@ def check_images(paths: Sequence[str | Path], what: str = "images") -> None:
             ...
         gradlab.errors.GradlabError: 1 of 1 images cannot be read: '.../broken.png' (cannot identify image file)
     """  # noqa: E501
+    check_image_groups([(paths, what)])
+
+
+def check_image_groups(groups: Sequence[tuple[Sequence[str | Path], str]]) -> None:
+    """:func:`check_images` of several groups at once (a study's training and evaluation
+    splits): one error that names the unreadable files of every group, so a second run does
+    not find those of the next group only after the first group's are mended.
+
+    Args:
+        groups: ``(paths, what)`` pairs, as :func:`check_images` takes them.
+
+    Raises:
+        GradlabError: one line, the groups with unreadable files in turn, separated by ``;``.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> for name in ("train.png", "test.png"):
+        ...     _ = (folder / name).write_bytes(b"not a png")
+        >>> check_image_groups([([folder / "train.png"], "images in the train split"),
+        ...                     ([folder / "test.png"], "images in the test split")])
+        ... # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+        Traceback (most recent call last):
+            ...
+        gradlab.errors.GradlabError: 1 of 1 images in the train split cannot be read:
+        '.../train.png' (cannot identify image file); 1 of 1 images in the test split cannot be
+        read: '.../test.png' (cannot identify image file)
+    """
     from PIL import Image
 
-    unreadable: list[str] = []
-    for path in paths:
-        try:
-            with Image.open(path):
-                pass
-        except (OSError, ValueError, Image.DecompressionBombError) as error:
-            reason = getattr(error, "strerror", None) or str(error)
-            reason = reason.replace(repr(str(path)), "").strip()  # the path is named once
-            unreadable.append(f"{str(path)!r} ({reason or type(error).__name__})")
-    if unreadable:
-        shown = ", ".join(unreadable[:SHOWN_UNREADABLE])
-        more = len(unreadable) - SHOWN_UNREADABLE
-        rest = f" and {more} more" if more > 0 else ""
-        raise GradlabError(f"{len(unreadable)} of {len(paths)} {what} cannot be read: "
-                           f"{shown}{rest}")  # fmt: skip
+    said = []
+    for paths, what in groups:
+        unreadable: list[str] = []
+        for path in paths:
+            try:
+                with Image.open(path):
+                    pass
+            except (OSError, ValueError, Image.DecompressionBombError) as error:
+                reason = getattr(error, "strerror", None) or str(error)
+                reason = reason.replace(repr(str(path)), "").strip()  # the path is named once
+                unreadable.append(f"{str(path)!r} ({reason or type(error).__name__})")
+        if unreadable:
+            shown = ", ".join(unreadable[:SHOWN_UNREADABLE])
+            more = len(unreadable) - SHOWN_UNREADABLE
+            rest = f" and {more} more" if more > 0 else ""
+            said.append(f"{len(unreadable)} of {len(paths)} {what} cannot be read: "
+                        f"{shown}{rest}")  # fmt: skip
+    if said:
+        raise GradlabError("; ".join(said))
 
 
 INT32_TOP = 2**31 - 1

@@ -26,6 +26,7 @@ from gradlab.backbones import build_backbone
 from gradlab.data import FixedCountBatches
 from gradlab.data.image_folder import (
     ImageFolderSplit,
+    check_image_groups,
     check_images,
     eval_transform,
     image_folder,
@@ -351,11 +352,12 @@ ANATOMY_DIRECTION = "in_batch"
 
 def _setup(
     data, split, layout, list_file, backbone, weights, embedding_dim, image_size, batch_sizes,
-    epochs, seeds, lr, workers=0, device="cpu",
+    epochs, seeds, lr, workers=0, device="cpu", images_now=True,
 ) -> tuple[ImageFolderSplit, list[int], list[int], dict]:  # fmt: skip
     """Every check of a study before it trains: ``(training split, batch sizes, seeds, record)``,
     the split without the classes that cannot fill a batch (:func:`trainable_classes`' record
-    says which)."""
+    says which). ``images_now=False``: the training images are read by
+    :func:`_check_images_of` with the evaluation split's, once that is known."""
     check_device(device)
     check_positive_int("epochs", epochs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
@@ -365,9 +367,17 @@ def _setup(
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     dataset, record = trainable_classes(dataset)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names), left_out=record)
-    check_images(dataset.paths, f"images in the {dataset.split} split")  # not deep into a run
+    if images_now:
+        check_images(dataset.paths, f"images in the {dataset.split} split")  # not deep in a run
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
     return dataset, sizes, seeds, record
+
+
+def _check_images_of(trained: ImageFolderSplit, test: ImageFolderSplit) -> None:
+    """Refuse unreadable images of both splits in one error (the evaluation split's were found
+    only once the training split's were mended, a second run later)."""
+    check_image_groups([(trained.paths, f"images in the {trained.split} split"),
+                        (test.paths, f"images in the {test.split} split")])  # fmt: skip
 
 
 def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
@@ -408,7 +418,6 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
             f"{'is' if len(seen) == 1 else 'are'} {where} (the first: {str(seen[0])!r}): "
             "retrieval would be measured on images the study trained on"
         )
-    check_images(test.paths, f"images in the {test.split} split")
     counts = torch.bincount(test.labels, minlength=len(test.class_names))
     if not bool((counts >= 2).any()):  # every average would run over no query: all NaN
         raise GradlabError(
@@ -716,10 +725,11 @@ def loss_comparison_on_images(
     check_positive_int("timing_repeats", timing_repeats)
     dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr, workers, device,
+        batch_sizes, epochs, seeds, lr, workers, device, images_now=False,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
                        dataset.paths)
+    _check_images_of(dataset, test)
     _say_left_out("losses", dataset.split, record)
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, record, backbone, embedding_dim, weights)
@@ -878,10 +888,11 @@ def anatomy_on_images(
     check_positive_int("logs", logs)
     dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr, workers, device,
+        batch_sizes, epochs, seeds, lr, workers, device, images_now=False,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size,
                        dataset.paths)
+    _check_images_of(dataset, test)
     _say_left_out("anatomy", dataset.split, record)
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {

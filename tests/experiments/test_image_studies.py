@@ -484,6 +484,28 @@ def test_unreadable_evaluation_images_are_named_before_anything_trains(
     assert re.fullmatch(expected, line), line
 
 
+@pytest.mark.parametrize("study", ["losses", "anatomy"])
+def test_unreadable_images_of_both_splits_are_named_in_one_run(class_halves, tmp_path, capsys,
+                                                               study):  # fmt: skip
+    # the evaluation split's were named only once the training split's were mended
+    import shutil
+
+    root = shutil.copytree(class_halves, tmp_path / "data")
+    classes = sorted(path for path in root.iterdir() if path.is_dir())
+    trained, evaluated = sorted(classes[0].iterdir())[0], sorted(classes[-1].iterdir())[0]
+    trained.write_bytes(b"xx")
+    evaluated.write_bytes(b"")
+    argv = ["study", study, "--data", str(root), "--out", str(tmp_path / "out"), *SMALL,
+            "--batch-sizes", "16", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    expected = (rf"gradlab: 1 of \d+ images in the train split cannot be read: "
+                rf"'{re.escape(str(trained))}' \([^)]+\); 1 of \d+ images in the test split "
+                rf"cannot be read: '{re.escape(str(evaluated))}' \([^)]+\)")  # fmt: skip
+    assert re.fullmatch(expected, line), line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("study", ["p-vs-batch-size", "losses", "anatomy"])
 def test_test_images_without_a_list_file_is_one_line_and_exit_code_2(
     online_products, tmp_path, capsys, study
