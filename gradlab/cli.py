@@ -474,7 +474,9 @@ def _run_study(arguments: argparse.Namespace) -> None:
 
         summary = summarize(results)["settings"].get("trained_at_m", {})
         if summary:  # worded as the study page words it
-            print(trend_sentence(results, summary["trend"]))
+            tested = (summary.get("trend_detail", "") if len(results["batch_sizes"]) > 1
+                      else "")  # what the t-test rests on; one m has no trend to test
+            print(trend_sentence(results, summary["trend"], tested))
 
 
 def _missing_folders(folder: Path) -> list[Path]:

@@ -336,7 +336,8 @@ def summarize(measurement: dict) -> dict:
     largest m per seed; ``change``: ``"saturated"`` when P's bounds decide the reading
     (:func:`gradlab.symbolic.batch_size.saturation`), else ``"rises"`` or ``"falls"`` when the
     two means differ by more than the sum of their seed stds, else ``"within_spread"``;
-    ``trend``: the paired t-test's reading (:func:`gradlab.symbolic.batch_size.setting_trend`);
+    ``trend``: the paired t-test's reading (:func:`gradlab.symbolic.batch_size.setting_trend`),
+    ``trend_detail`` what it rests on (the means, the change, t against its critical value);
     ``parts``: the trend of each of P's parts (:func:`p_decomposition`) and of P without its
     diagonal; ``off_diagonal`` (where the diagonal was measured): P without each query's own
     entry, which adds ``1/m`` to P, at the smallest and largest m and its change by the same
@@ -374,8 +375,9 @@ def summarize(measurement: dict) -> dict:
         else:
             change = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"
         parts = {key: trend for key, (trend, _) in part_trends(measurement, name).items()}
-        settings[name] = {"first": first, "last": last, "change": change,
-                          "trend": setting_trend(values)[0], "parts": parts}  # fmt: skip
+        trend, why = setting_trend(values)
+        settings[name] = {"first": first, "last": last, "change": change, "trend": trend,
+                          "trend_detail": why, "parts": parts}  # fmt: skip
         diagonal = measurement["settings"][name].get("P_diagonal")
         if diagonal is not None:  # each query's own entry: 1/m of P, falling by construction
             off = [[p - d for p, d in zip(run, own, strict=True)]
@@ -416,12 +418,21 @@ def trend_sentence(measurement: dict, trend: str, detail: str = "") -> str:
         'P from m = 8 to m = 16: unclear (paired t-test over the seeds; one seed cannot show a trend)'
         >>> trend_sentence({"batch_sizes": [8], "seeds": [0, 1]}, "unclear")
         'P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)'
+        >>> print(trend_sentence({"batch_sizes": [8, 12], "seeds": [0, 1]}, "saturated"))
+        P from m = 8 to m = 12: saturated (P lies within 0.01 of its bound, 0 or 1, at every m and seed, or at its bound at one end with every seed changing alike: the bound, not a t-test, decides)
     """  # noqa: E501
     sizes, seeds = measurement["batch_sizes"], len(measurement["seeds"])
     more = f"; {detail}" if detail else ""
     if len(sizes) < 2:  # no range and no test to name: the run lacked a second m
         return (f"P at m = {sizes[0]} alone: no trend (a trend needs P at two or more batch "
                 f"sizes{more})")  # fmt: skip
+    if trend == "saturated":  # P's bound decided it: no t-test was run
+        from gradlab.symbolic.batch_size import SATURATED
+
+        return (f"P from m = {sizes[0]} to m = {sizes[-1]}: saturated (P lies within "
+                f"{SATURATED:g} of its bound, 0 or 1, at every m and seed, or at its bound at "
+                f"one end with every seed changing alike: the bound, not a t-test, decides"
+                f"{more})")  # fmt: skip
     why = "one seed cannot show a trend" if seeds < 2 else f"{seeds} seeds"
     return (f"P from m = {sizes[0]} to m = {sizes[-1]}: {trend} (paired t-test over the seeds; "
             f"{why}{more})")  # fmt: skip

@@ -179,7 +179,8 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
         named = [(PART_WORDS.get(key, key), word) for key, word in trend["parts"].items()]
         parts = "; ".join(f"{'and ' if name == WITHOUT_DIAGONAL else ''}{name}: {word}"
                           for name, word in named)  # fmt: skip
-        sentence = p_vs_batch_size.trend_sentence(measurement, trend["trend"])
+        tested = trend.get("trend_detail", "") if len(sizes) > 1 else ""  # what it rests on
+        sentence = p_vs_batch_size.trend_sentence(measurement, trend["trend"], tested)
         lines += ["", f"{sentence}." + (f" Its parts, each a share of the m² pairs: {parts}."
                                         if len(sizes) > 1 else "")]  # fmt: skip
     lines += ["", f"![P and the close pairs against m: every seed faint, mean and std as error "

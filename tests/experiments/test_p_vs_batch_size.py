@@ -301,8 +301,11 @@ def test_p_pinned_at_1_in_every_seed_is_summarized_as_saturated_everywhere():
     setting = summary["settings"]["trained_at_m"]
     assert (setting["trend"], setting["change"]) == ("saturated", "saturated")
     assert summary["claim"]["miniature"]["outcome"] == "inconclusive"
+    # no t-test was run: the sentence says that the bound decided, not that a test did
     assert trend_sentence(pinned, setting["trend"]) == (
-        "P from m = 8 to m = 16: saturated (paired t-test over the seeds; 3 seeds)"
+        "P from m = 8 to m = 16: saturated (P lies within 0.01 of its bound, 0 or 1, at every m "
+        "and seed, or at its bound at one end with every seed changing alike: the bound, not a "
+        "t-test, decides)"
     )
 
 
@@ -379,3 +382,25 @@ def test_a_diagonal_of_other_seeds_than_p_is_refused_not_paired_with_the_wrong_r
     measurement["settings"]["fixed_trained"]["P_diagonal"] = [[1 / 16]] * 3
     with pytest.raises(ValueError):
         summarize(measurement)
+
+
+def test_the_trend_says_the_numbers_of_its_t_test_as_scipy_computes_them():
+    # the study printed "unclear (paired t-test over the seeds; 3 seeds)" with no t, critical
+    # value, degrees of freedom or change, which the audit's detail of the same test gives
+    from scipy import stats
+
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    per_seed = [[0.30, 0.33, 0.40], [0.35, 0.30, 0.32], [0.29, 0.36, 0.41]]
+    measurement = {"batch_sizes": [8, 16, 32], "per_class": 4, "seeds": [0, 1, 2],
+                   "settings": {"trained_at_m": {"P": per_seed}}}  # fmt: skip
+    detail = summarize(measurement)["settings"]["trained_at_m"]["trend_detail"]
+    first, last = [run[0] for run in per_seed], [run[-1] for run in per_seed]
+    test = stats.ttest_rel(last, first)
+    critical = stats.t.ppf(0.975, df=len(per_seed) - 1)
+    change = [b - a for a, b in zip(first, last, strict=True)]
+    error = stats.sem(change)
+    assert detail == (
+        f"mean P {sum(first) / 3:.3f} -> {sum(last) / 3:.3f}, change {sum(change) / 3:+.3f} +/- "
+        f"{error:.3f} (standard error over 3 seeds), t = {test.statistic:.2f} against "
+        f"{critical:.2f} (df = 2, two-sided 0.05)")

@@ -185,8 +185,11 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
         assert row == [str(size), str(setting["steps"][index]), _cell(column("P"), 4),
                        _cell(without, 4), _cell(column("P_positive_negative"), 4),
                        _cell(column("P_negative_negative"), 4)]  # fmt: skip
-    assert ("P from m = 8 to m = 32: rises (paired t-test over the seeds; 3 seeds). Its "
-            "parts, each a share of the m² pairs: ") in text
+    # the t-test's numbers follow its reading (setting_trend's detail)
+    assert re.search(r"P from m = 8 to m = 32: rises \(paired t-test over the seeds; 3 seeds; "
+                     r"mean P \S+ -> \S+, change \S+ \+/- \S+ \(standard error over 3 seeds\), "
+                     r"t = \S+ against 4\.30 \(df = 2, two-sided 0\.05\)\)\. Its parts, each a "
+                     r"share of the m² pairs: ", text), text
     assert text.splitlines()[-1].endswith("every seed faint, mean and std as error bars]"
                                           "(figures/p.png)")  # fmt: skip
 
@@ -225,7 +228,8 @@ def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
         if isinstance(runs, list) and runs and isinstance(runs[0], list):
             one_seed["settings"]["trained_at_m"][key] = runs[:1]
     text = p_vs_batch_size_markdown(one_seed, "figures/p.png")
-    assert "(paired t-test over the seeds; one seed cannot show a trend)" in text
+    assert "(paired t-test over the seeds; one seed cannot show a trend; mean P " in text
+    assert "(1 seed): no seed spread, no t-test)" in text
     text = p_vs_batch_size_markdown(_one_batch_size(), "figures/p.png")
     assert "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)." in text
     assert "m = 8 to m = 8" not in text and "Its parts" not in text  # none has a trend
@@ -679,8 +683,8 @@ def test_two_batch_sizes_and_two_seeds_can_show_a_trend(sizes, seeds, why):
     words = trend["parts"]
     last = measurement["batch_sizes"][-1]
     assert (f"P from m = 8 to m = {last}: {trend['trend']} (paired t-test over the seeds; "
-            f"{why}). Its parts, each a share of the m² pairs: the diagonal: "
-            f"{words['P_diagonal']}; the query's own row and column: "
+            f"{why}; {trend['trend_detail']}). Its parts, each a share of the m² pairs: the "
+            f"diagonal: {words['P_diagonal']}; the query's own row and column: "
             f"{words['P_own_row_column']}; the positive rows: {words['P_positive_rows']}; the "
             f"negative-only rows: {words['P_negative_rows']}; and P minus its diagonal part: "
             f"{words['P without the diagonal']}.") in text
