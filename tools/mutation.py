@@ -444,8 +444,10 @@ SYMBOLIC_TESTS = {
                          "tests/symbolic/test_tie_aware_bounds_and_approximations.py",
                          "tests/symbolic/test_tie_aware_checks_reject.py"],
     # the operation counters and helpers pinned against independent counts and loops
+    # (and the failure kinds: Table S1's ill-typed R_pos against a wrong-value slip)
     "supplementary_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_supplementary_claims.py",
-                             "tests/symbolic/test_batch_size.py"],
+                             "tests/symbolic/test_batch_size.py",
+                             "tests/symbolic/test_failure_kinds.py"],
     "minibatch_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_minibatch_claims.py",
                          "tests/symbolic/test_soft_counts_edges.py"],
     "temperature_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_temperature_claims.py"],
