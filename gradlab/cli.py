@@ -805,6 +805,11 @@ def _json_file(path: Path) -> object:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+AUDIT_DETAIL_HINT = ("Each verdict's method and detail (what it rests on: the witness, the "
+                     "cases, the mutants): gradlab audit --markdown FILE or --json FILE")
+"""The line below ``gradlab audit``'s table when it writes no file: the table shows verdicts."""
+
+
 def _audit_json(path: Path) -> bool:
     records = _json_file(path)
     return isinstance(records, list) and all(
@@ -1109,8 +1114,10 @@ def _main(argv: list[str] | None) -> int:
             records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement,
                                 progress=True)  # fmt: skip
             print(format_table(records))
-            if arguments.measure:  # the measurement is context of what cannot be tested here
-                print(format_not_testable(records))
+            # what each claim not testable here needs (and, with --measure, the context measured)
+            print(format_not_testable(records))
+            if arguments.json is None and arguments.markdown is None:
+                print(AUDIT_DETAIL_HINT)
             for option in ("json", "markdown"):  # a file written there meanwhile is kept too
                 if getattr(arguments, option) is not None:
                     check_own_output(getattr(arguments, option), "audit", f"--{option}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -87,8 +88,10 @@ def test_a_closed_standard_output_ends_the_command_quietly_with_141(argv, tmp_pa
     # `gradlab audit --no-progress | head -1` ended in a BrokenPipeError traceback and exit
     # code 1 (1 is also check-equivalence's "not equivalent"); 141 is 128 + SIGPIPE, as a
     # shell reports a program that a closed pipe ended
+    # one torch thread: gradlab plan says nothing of a busy machine (the tests' own load)
     command = subprocess.Popen([sys.executable, "-m", "gradlab", *argv], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, cwd=tmp_path)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})  # fmt: skip
     command.stdout.close()  # before the interpreter has started: nothing is ever read
     try:
         stderr = command.stderr.read()
@@ -346,11 +349,12 @@ def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, mo
 
 
 @pytest.mark.parametrize("measure", [False, True])
-def test_audit_measure_shows_the_not_testable_claims_details_below_the_table(
-    capsys, monkeypatch, measure
+def test_audit_shows_the_not_testable_claims_details_below_the_table(
+    capsys, monkeypatch, measure, tmp_path
 ):
     # `gradlab audit --measure` printed the same table as without it: the measurement went to
-    # --json and --markdown only
+    # --json and --markdown only; without --measure the three claims not testable here were
+    # listed with no word of what they need
     import gradlab.experiments.p_vs_batch_size as study
     import gradlab.symbolic.audit as audit
 
@@ -363,11 +367,17 @@ def test_audit_measure_shows_the_not_testable_claims_details_below_the_table(
     ]  # fmt: skip
     monkeypatch.setattr(study, "measure", lambda **options: {"batch_sizes": [16]})
     monkeypatch.setattr(audit, "run_audit", lambda **options: records)
+    monkeypatch.setattr(audit, "write_outputs", lambda *written: None)
     code, out, _ = _run(["audit", *(["--measure"] if measure else [])], capsys)
     assert code == 0
     below = ("Not testable here (the context measured is in each detail):\n"
              f"  trend: {detail}\n")  # fmt: skip
-    assert out.endswith(audit.format_table(records) + "\n" + (below if measure else ""))
+    hint = ("Each verdict's method and detail (what it rests on: the witness, the cases, the "
+            "mutants): gradlab audit --markdown FILE or --json FILE\n")
+    assert out.endswith(audit.format_table(records) + "\n" + below + hint)
+    # with a file that holds them, the table and what cannot be tested here alone
+    code, out, _ = _run(["audit", "--json", str(tmp_path / "a.json")], capsys)
+    assert out.endswith(audit.format_table(records) + "\n" + below)
 
 
 @pytest.mark.slow
