@@ -318,6 +318,9 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
     metrics = ["recall@1", "recall@2", "recall@4", "recall@8", "mAP", "MAP@R"]
     apart = results["summary"]["apart"]
     fit = 500 - config["validation_numbers"]
+    # a quick run trains each loss at one setting: no candidate is chosen on the held-out ones
+    swept = any(len((run.get("sweep") or {}).get("candidates") or []) > 1
+                for run in results["losses"].values())  # fmt: skip
     lines = [
         "## Ranking losses on unseen digit strings",
         "",
@@ -327,7 +330,10 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} numbers) "
         f"and {config['steps']} Adam steps for every loss, trained on {fit} of the 500 training "
         f"3-digit numbers ({config['validation_numbers']} more are held out to choose each "
-        f"loss's hyperparameters: {config['selection_rule']}) and evaluated on "
+        + (f"loss's hyperparameters: {config['selection_rule']})" if swept else
+           "loss's hyperparameters, which this run does not sweep: each loss trains at one "
+           "setting)")
+        + f" and evaluated on "
         f"{config['test_numbers']} of the 500 unseen ones ({config['per_class']} images each; "
         f"every image queries all the others). Mean ± std (population) "
         f"over {len(results['seeds'])} seeds; "
