@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import textwrap
 
 import matplotlib
@@ -292,10 +293,9 @@ def test_each_metric_panel_draws_seeds_means_and_the_untrained_line(drawn):
         assert {t.get_fontsize() for t in axis.get_yticklabels()} == {10}
         assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
         assert not any(g.get_visible() for g in axis.get_xgridlines())
-    legend = figure.axes[0].get_legend()
-    assert [t.get_text() for t in legend.get_texts()] == ["untrained"]
-    assert {t.get_fontsize() for t in legend.get_texts()} == {10}
-    assert figure.axes[1].get_legend() is None
+    # the title names the dashed line: a legend on the first panel covered losses' bars
+    assert [axis.get_legend() for axis in figure.axes] == [None] * 4
+    assert "dashed: the untrained network" in figure._suptitle.get_text()
 
 
 def test_the_cost_panel_draws_milliseconds_as_dots_on_a_log_axis(drawn):
@@ -348,10 +348,20 @@ def test_the_cost_panels_minor_labels_keep_the_panels_size_under_a_users_larger_
     assert {t.get_fontsize() for t in minor} == {10}
 
 
-def test_the_untrained_lines_legend_takes_the_best_place_whatever_a_users_default(drawn):
-    matplotlib.rcParams["legend.loc"] = "upper right"
-    figure = drawn(module.plot_loss_comparison, _losses())
-    assert figure.axes[0].get_legend()._loc == 0  # matplotlib's code of "best"
+@pytest.mark.parametrize("fastest", [0.0002, 0.0009, 0.004])
+def test_the_cost_panel_reaches_down_to_the_decade_below_the_fastest_loss(drawn, fastest):
+    # 0.2 ms sat under a lowest label of 1 ms, its value read against no labelled tick
+    result = _losses()
+    result["losses"]["FastAP"]["loss_seconds"] = [fastest, fastest]
+    figure = drawn(module.plot_loss_comparison, result)
+    bottom = figure.axes[-1].get_ylim()[0]
+    # a power of ten, at or below the fastest loss's time (its bar included)
+    assert math.log10(bottom) == pytest.approx(round(math.log10(bottom)))
+    assert bottom <= 1e3 * fastest
+    figure.canvas.draw()  # the bottom's tick is labelled
+    labelled = {round(math.log10(t.get_position()[1]), 6) for t in
+                figure.axes[-1].yaxis.get_ticklabels() if t.get_text()}  # fmt: skip
+    assert round(math.log10(bottom), 6) in labelled
 
 
 def test_fewer_metrics_leave_no_empty_panel(drawn):
