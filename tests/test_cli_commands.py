@@ -484,11 +484,12 @@ def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeyp
     calls = []
     monkeypatch.setattr(audit, "run_audit", lambda **options: calls.append(options) or ["rec"])
     monkeypatch.setattr(audit, "format_table", lambda records: f"table of {records}")
+    monkeypatch.setattr(audit, "format_not_testable", lambda records: f"apart: {records}")
     monkeypatch.setattr(audit, "write_outputs", lambda *args: calls.append(args))
     target, markdown = tmp_path / "a.json", tmp_path / "a.md"
     argv = ["audit", "--mutants", "--json", str(target), "--markdown", str(markdown)]
     code, out, err = _run(argv, capsys)
-    assert (code, out, err) == (0, "table of ['rec']\n", "")
+    assert (code, out, err) == (0, "table of ['rec']\napart: ['rec']\n", "")
     options = {"mutants": True, "p_vs_batch_size": None, "progress": True}
     assert calls == [options, (["rec"], target, markdown)]
 

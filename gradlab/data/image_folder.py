@@ -292,8 +292,9 @@ def image_folder(
         entries = _read_online_products(root, split)
     else:
         entries = _class_halves(root, split)
+    listing = list_file if layout == "list" else root / f"Ebay_{split}.txt"
     if layout != "class-halves":  # a folder holds each file once
-        _refuse_repeats(entries, list_file if layout == "list" else root / f"Ebay_{split}.txt")
+        _refuse_repeats(entries, listing)
     missing = [path for path, _ in entries if not path.is_file()]
     if missing:
         # a list's path may hold spaces: one that is missing may be a line of three words
@@ -301,8 +302,9 @@ def image_folder(
                     "word, and the words before it the path)"
                     if layout == "list" and _has_space(missing[0], root)
                     else "")  # fmt: skip
+        listed = f"listed in {str(listing)!r}" if layout != "class-halves" else "listed"
         raise GradlabError(
-            f"{len(missing)} of {len(entries)} listed images "
+            f"{len(missing)} of {len(entries)} images {listed} "
             f"{'is' if len(missing) == 1 else 'are'} missing under {str(root)!r}, "
             f"e.g. {str(missing[0])!r}{split_at}"
         )

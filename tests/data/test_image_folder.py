@@ -135,7 +135,7 @@ def _broken_sop(root, header, row):
         (lambda tmp: _broken_sop(tmp, "image_id class_id super_class_id path", "1 x 1 a.jpg"),
          "line 2 must be"),
         (lambda tmp: _broken_sop(tmp, "image_id class_id super_class_id path", "1 4 1 a.jpg"),
-         "1 of 1 listed images is missing"),
+         r"1 of 1 images listed in '.*Ebay_train\.txt' is missing"),
     ],
 )  # fmt: skip
 def test_a_bad_folder_is_one_clear_error(tmp_path, make, message):
@@ -287,7 +287,7 @@ def test_a_path_with_spaces_in_a_list_file_keeps_them(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "my class" / "a b.png")
     listing = tmp_path / "list.txt"
     listing.write_text("my class/a b.png  cat 3\n")
-    with pytest.raises(GradlabError, match="1 of 1 listed images is missing"):  # label: last word
+    with pytest.raises(GradlabError, match=r"1 of 1 images listed in .* is missing"):  # label: last
         image_folder(tmp_path, "mine", layout="list", list_file=listing)
     listing.write_text("my class/a b.png 3\n")
     split = image_folder(tmp_path, "mine", layout="list", list_file=listing)
@@ -300,7 +300,7 @@ def test_a_list_file_line_with_more_words_names_how_it_was_split(tmp_path):
     listing = tmp_path / "list.txt"
     listing.write_text("a/0.png 3 extra\n")  # a third column: read as a path with a space
     assert _message(lambda: image_folder(tmp_path, "mine", list_file=listing)) == (
-        f"1 of 1 listed images is missing under {str(tmp_path)!r}, "
+        f"1 of 1 images listed in {str(listing)!r} is missing under {str(tmp_path)!r}, "
         f"e.g. {str(tmp_path / 'a' / '0.png 3')!r} (each line of {str(listing)!r} is "
         "'path label': the label is its last word, and the words before it the path)"
     )
@@ -358,7 +358,8 @@ def test_a_missing_listed_image_speaks_of_spaces_only_when_its_line_had_one(tmp_
     listing = tmp_path / "list.txt"
     listing.write_text("a/0.png 3\n" + line.format(outside=tmp_path / "elsewhere") + "\n")
     message = _message(lambda: image_folder(root, "mine", list_file=listing))
-    assert message.startswith(f"1 of 2 listed images is missing under {str(root)!r}, e.g. ")
+    assert message.startswith(f"1 of 2 images listed in {str(listing)!r} is missing under "
+                              f"{str(root)!r}, e.g. ")  # the list named: a user has several
     assert ("each line of" in message) == hint
 
 
@@ -429,8 +430,8 @@ def test_missing_folders_and_images_are_named(tmp_path):
     )
     (tmp_path / "Ebay_train.txt").write_text(f"{SOP_HEADER}\n1 1 1 a/gone.jpg\n2 1 1 a/b.jpg\n")
     assert _message(lambda: image_folder(tmp_path)) == (
-        f"2 of 2 listed images are missing under {str(tmp_path)!r}, "
-        f"e.g. {str(tmp_path / 'a' / 'gone.jpg')!r}"
+        f"2 of 2 images listed in {str(tmp_path / 'Ebay_train.txt')!r} are missing under "
+        f"{str(tmp_path)!r}, e.g. {str(tmp_path / 'a' / 'gone.jpg')!r}"
     )
 
 
