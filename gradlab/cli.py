@@ -390,6 +390,10 @@ def _run_study(arguments: argparse.Namespace) -> None:
                                    f"study saved in --out); got {option}{text}")  # fmt: skip
         for path in render_study_folder(name, arguments.out):
             print(f"wrote {path}")
+        if name == "p-vs-batch-size":  # the run's last line, as the training run printed it
+            from gradlab.report.user_studies import load_study
+
+            _print_p_trend(load_study(name, arguments.out).results)
         return
     if arguments.data is None:
         raise GradlabError(f"gradlab study {name} needs --data FOLDER (or --render)")
@@ -470,13 +474,18 @@ def _run_study(arguments: argparse.Namespace) -> None:
             print(f"wrote {out / path.name}")
         staging.rmdir()
     if name == "p-vs-batch-size":
-        from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
+        _print_p_trend(results)
 
-        summary = summarize(results)["settings"].get("trained_at_m", {})
-        if summary:  # worded as the study page words it
-            tested = (summary.get("trend_detail", "") if len(results["batch_sizes"]) > 1
-                      else "")  # what the t-test rests on; one m has no trend to test
-            print(trend_sentence(results, summary["trend"], tested))
+
+def _print_p_trend(results: dict) -> None:
+    """The P study's last line: the trend of P, worded as the study page words it."""
+    from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
+
+    summary = summarize(results)["settings"].get("trained_at_m", {})
+    if summary:
+        tested = (summary.get("trend_detail", "") if len(results["batch_sizes"]) > 1
+                  else "")  # what the t-test rests on; one m has no trend to test
+        print(trend_sentence(results, summary["trend"], tested))
 
 
 def _missing_folders(folder: Path) -> list[Path]:

@@ -957,6 +957,28 @@ def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studie
     assert stdout == f"wrote {tmp_path / 'a.png'}\nwrote {tmp_path / 'index.html'}\n"
 
 
+def test_render_of_the_p_study_prints_its_trend_as_the_run_did(tmp_path, capsys, studies,
+                                                                monkeypatch):  # fmt: skip
+    # the training run's last line, the trend of P, was not printed again by --render
+    import types
+
+    from gradlab.report import user_studies
+
+    results = {"batch_sizes": [8, 16], "per_class": 4, "seeds": [0, 1, 2], "settings": {
+        "trained_at_m": {"P": [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]}}}  # fmt: skip
+    monkeypatch.setattr(user_studies, "render_study_folder", lambda name, out: [out / "a.png"])
+    monkeypatch.setattr(user_studies, "load_study",
+                        lambda name, out: types.SimpleNamespace(results=results))
+    code, stdout, _ = _run(["study", "p-vs-batch-size", "--render", "--out", str(tmp_path)],
+                           capsys)  # fmt: skip
+    assert code == 0 and studies == []
+    wrote, trend = stdout.splitlines()
+    assert wrote == f"wrote {tmp_path / 'a.png'}"
+    # by hand: the means 0.300 and 0.410, every seed up by 0.10 to 0.12
+    assert trend.startswith("P from m = 8 to m = 16: rises (paired t-test over the seeds; 3 "
+                            "seeds; mean P 0.300 -> 0.410, change +0.110 ")
+
+
 @pytest.mark.parametrize(
     ("typed", "got"),
     [(["--split", "val"], "--split 'val'"),
@@ -997,16 +1019,23 @@ def test_render_takes_options_at_their_defaults_the_study_s_batch_sizes_included
     tmp_path, capsys, studies, monkeypatch, name
 ):
     # --epochs 1 (the parser's default) was taken, the study's own default batch sizes refused
+    import types
+
     from gradlab.cli import DEFAULT_STUDY_BATCH_SIZES
     from gradlab.report import user_studies
 
     rendered = []
     monkeypatch.setattr(user_studies, "render_study_folder",
                         lambda name, out: rendered.append(name) or [])  # fmt: skip
+    one_size = {"batch_sizes": [8], "seeds": [0], "settings": {"trained_at_m": {"P": [[0.5]]}}}
+    monkeypatch.setattr(user_studies, "load_study",
+                        lambda name, out: types.SimpleNamespace(results=one_size))
     sizes = ",".join(map(str, DEFAULT_STUDY_BATCH_SIZES[name]))
     argv = ["study", name, "--render", "--out", str(tmp_path), "--batch-sizes", sizes,
             "--epochs", "1"]  # fmt: skip
-    assert _run(argv, capsys)[:2] == (0, "")
+    said = ("P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)\n"
+            if name == "p-vs-batch-size" else "")  # the P study's trend line, as a run's
+    assert _run(argv, capsys)[:2] == (0, said)
     assert rendered == [name]
 
 
