@@ -82,12 +82,18 @@ def ctrl_c_raises():
 
 
 @pytest.fixture(autouse=True)
-def _an_idle_machine(monkeypatch):
+def _an_idle_machine():
     """Each test sees an idle machine (a load average of 0): gradlab plan and gradlab study say
     when other processes hold the cores their times are taken on, which would otherwise
-    depend on what else runs beside the tests. A test of that note sets the load itself."""
+    depend on what else runs beside the tests. A test of that note sets the load itself.
+    A patch of its own, not the ``monkeypatch`` fixture: an autouse fixture that asked for it
+    would set it up before a test's other fixtures, and undo the test's own patches (of
+    ``os.kill``) only after those fixtures' teardown had run under them."""
+    patch = pytest.MonkeyPatch()
     if hasattr(os, "getloadavg"):
-        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        patch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    yield
+    patch.undo()
 
 
 @pytest.fixture(autouse=True)

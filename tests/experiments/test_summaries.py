@@ -26,9 +26,13 @@ def test_p_vs_batch_size_summary_reads_each_setting_and_the_claim():
                                                 "fixed_trained": flat,
                                                 "trained_at_m": falling}))  # fmt: skip
     assert list(summary["settings"]) == ["fixed_trained", "trained_at_m"]
+    # changes -0.10, -0.12, -0.08: mean -0.10, sd 0.02, standard error 0.02 / sqrt(3), so
+    # t = -0.10 / 0.01155 = -8.66 against t(0.975, df = 2) = 4.30, by hand
     assert summary["settings"]["trained_at_m"] == {
         "first": [0.40, 0.41, 0.39], "last": [0.30, 0.29, 0.31], "change": "falls",
-        "trend": "falls", "parts": {}}  # changes -0.10, -0.12, -0.08: t = -8.7, df = 2
+        "trend": "falls", "parts": {},
+        "trend_detail": "mean P 0.400 -> 0.300, change -0.100 +/- 0.012 (standard error over 3 "
+                        "seeds), t = -8.66 against 4.30 (df = 2, two-sided 0.05)"}
     assert summary["settings"]["fixed_trained"]["change"] == "within_spread"
     assert summary["claim"]["verdict"] == "not-testable-here"  # the authors' data is needed
     assert summary["claim"]["miniature"]["outcome"] == "not-reproduced"
