@@ -129,6 +129,9 @@ def test_folders_of_one_name_are_labelled_by_their_path_below_the_common_parent(
         (["a/b/c/gradlab_logs", "a/c/gradlab_logs"], ["b/c", "c"]),
         # a run inside another: the outer one is its folder's name, not "."
         (["run/gradlab_logs", "run"], ["gradlab_logs", "run"]),
+        # a callback's folder inside another's, both in folders named x: the outer one has no
+        # folder left below the common parent and is named by its own, as a run inside another
+        (["x/gradlab_logs", "x/gradlab_logs/x/gradlab_logs"], ["gradlab_logs", "x/gradlab_logs"]),
     ],
 )
 def test_the_callbacks_folders_are_labelled_by_the_folders_that_tell_them_apart(
