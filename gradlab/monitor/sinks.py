@@ -639,14 +639,22 @@ class TensorBoardSink(NumericSink):
         return gradlab_event_files(log_dir)
 
     def open(self, log_dir: Path, header: dict) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
         from torch.utils.tensorboard.summary import text
 
         self.path, self.handle = _new_event_file(log_dir)
         first = Event(wall_time=time.time(), file_version="brain.Event:2")
         described = Event(wall_time=time.time(), summary=text("gradlab/header", json.dumps(header)))
+        events = _tfrecord(first) + _tfrecord(described)
+        resumed = header.get("resumed") if isinstance(header, dict) else None
+        start = resumed.get("from_step") if isinstance(resumed, dict) else None
+        if _is_step(start):  # a restart at its first step, as SummaryWriter(purge_step=) marks
+            # one: TensorBoard drops the earlier files' events from that step on, so a run
+            # resumed from an earlier checkpoint is not drawn twice over the steps it redoes
+            events += _tfrecord(Event(wall_time=time.time(), step=start,
+                                      session_log=SessionLog(status=SessionLog.START)))  # fmt: skip
         try:
-            _append(self.handle, _tfrecord(first) + _tfrecord(described))
+            _append(self.handle, events)
         except BaseException:
             handle, self.handle = self.handle, None
             with contextlib.suppress(OSError):

@@ -10,7 +10,7 @@ import pytest
 
 from gradlab import GradlabError, Monitor
 from gradlab.extras import install_hint
-from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
+from gradlab.monitor import CSVSink, JSONLSink, Loss, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, jsonl_headers, read_segments, stepped_jsonl_headers
 from tests.helpers.event_files import write_users_event_file
 from tests.helpers.malformed_logs import MALFORMED
@@ -242,6 +242,32 @@ def test_jsonl_reopens_a_file_without_a_line_cut_short_header_on_its_own_line(
         "end that are not a whole JSON object: a write cut short by a killed process), so that "
         "every line is JSON; the run goes on after the last whole record, and logs the cut "
         "record's step again if its schedule logs that step")] if cut else [])  # fmt: skip
+
+
+@pytest.mark.parametrize(("back_to", "steps"),
+                         [(3, [0, 1, 2, 3, 4]), (6, [0, 1, 2, 3, 4, 5, 6, 7])])
+def test_a_run_resumed_from_an_earlier_checkpoint_is_one_line_in_tensorboard(tmp_path, back_to,
+                                                                            steps):
+    # resumed at step 3 of a run that had logged 0-5, TensorBoard drew 0..5 then 3, 4: the
+    # steps redone twice over, a line that jumps back; a resumption after the last step keeps all
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with Monitor(tmp_path, quantities=[Loss(every(1))], sinks=["jsonl", "tensorboard"]) as first:
+        train(first, steps=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the resumption at step 3 is warned of
+        with Monitor(tmp_path, quantities=[Loss(every(1))], sinks=["jsonl", "tensorboard"],
+                     resume=True) as monitor:  # fmt: skip
+            monitor.step_count = back_to
+            train(monitor, steps=2, seed=1)
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert [event.step for event in accumulator.Scalars("loss")] == steps
+    _, records = read_jsonl(tmp_path / "metrics.jsonl", as_trained=True)
+    by_step = {record["step"]: record["loss"] for record in records}
+    assert [pytest.approx(by_step[e.step], rel=1e-6) == e.value
+            for e in accumulator.Scalars("loss")] == [True] * len(steps)  # the latest values
 
 
 def test_tensorboard_holds_the_header_as_json_text(tmp_path):
