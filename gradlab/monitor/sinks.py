@@ -802,12 +802,15 @@ class WandbSink(NumericSink):
         wandb = importlib.import_module("wandb")
         self.run = wandb.run
         self.owned = self.run is None
+        # the folder whose log this run mirrors: a resumption's new run, and the earlier one,
+        # name the same folder (their headers alone do not say which log they are parts of)
+        config = {"gradlab": header, "gradlab_log_dir": str(log_dir.resolve())}
         if self.owned:
-            options = {"dir": str(log_dir.resolve()), "config": {"gradlab": header},
+            options = {"dir": str(log_dir.resolve()), "config": config,
                        **self.init_kwargs}  # absolute: W&B's service has its own working dir
             self.run = wandb.init(**options)
         else:
-            self.run.config.update({"gradlab": header}, allow_val_change=True)
+            self.run.config.update(config, allow_val_change=True)
         self.run.define_metric(f"{self.prefix}step")
         self.run.define_metric(f"{self.prefix}*", step_metric=f"{self.prefix}step")
 
@@ -925,6 +928,9 @@ class MLflowSink(NumericSink):
             active = mlflow.start_run(run_name=self.run_name)
         self.run_id = active.info.run_id
         self.client = mlflow.tracking.MlflowClient()
+        # the folder whose log this run mirrors: a resumption's new run, and the earlier one,
+        # name the same folder (their headers alone do not say which log they are parts of)
+        self.client.set_tag(self.run_id, "gradlab.log_dir", str(log_dir.resolve()))
         text = json.dumps(header)
         parts = range(0, max(len(text), 1), MLFLOW_TAG_LENGTH)
         for index, start in enumerate(parts):

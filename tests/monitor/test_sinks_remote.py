@@ -154,6 +154,8 @@ def test_wandb_sink_stores_the_header_and_the_step_axis_of_its_own_run(tmp_path)
     sink.close()  # a second close (the Monitor closed it) does nothing
     headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
     assert _wandb_config(tmp_path)["gradlab"] == headers[0]
+    # the run names its gradlab folder: the parts of a resumed log are found by it
+    assert _wandb_config(tmp_path)["gradlab_log_dir"] == str(tmp_path.resolve())
     metrics = {(m.name, m.glob_name): m.step_metric
                for m in _wandb_offline_records(tmp_path, "metric")}  # fmt: skip
     assert metrics[("", "gradlab/*")] == "gradlab/step"
@@ -170,6 +172,7 @@ def test_wandb_sink_updates_the_header_of_an_active_run_each_time(tmp_path):
         run.finish()
     headers, _ = read_jsonl(tmp_path / "second" / "metrics.jsonl")
     assert _wandb_config(tmp_path)["gradlab"] == headers[0]
+    assert _wandb_config(tmp_path)["gradlab_log_dir"] == str((tmp_path / "second").resolve())
 
 
 @pytest.mark.slow
@@ -187,6 +190,8 @@ def test_mlflow_sink_uses_its_tracking_uri_run_name_and_stores_the_header(tmp_pa
     assert run.info.run_name == "gradlab-run" and run.info.status == "FINISHED"
     headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert json.loads(run.data.tags["gradlab.header"]) == headers[0]
+    # the run names its gradlab folder: the parts of a resumed log are found by it
+    assert run.data.tags["gradlab.log_dir"] == str((tmp_path / "run").resolve())
     from mlflow.tracking import MlflowClient
 
     history = MlflowClient().get_metric_history(run.info.run_id, "gradlab/value_a")
