@@ -621,16 +621,33 @@ class TensorBoardSink(NumericSink):
     (:func:`gradlab_event_files`), are a run's files; the event files of another writer in the
     folder (a ``SummaryWriter`` of yours) are never listed, resumed or removed.
 
+    Its tags are the keys of ``metrics.jsonl``, each after ``prefix``. TensorBoard shows every
+    event file of a folder as one run, so a ``SummaryWriter`` of yours that writes into the
+    log folder shares its tags: your ``loss`` and gradlab's would be one line. Where the
+    folder holds another writer's event files when the sink opens, it warns unless a prefix
+    keeps the tags apart (``TensorBoardSink(prefix="gradlab/")``).
+
+    Args:
+        prefix: prepended to every tag (default: none, the keys as they are).
+
+    Raises:
+        GradlabError: ``prefix`` is not a string.
+
     Example:
         >>> from gradlab.monitor import TensorBoardSink
         >>> TensorBoardSink().patterns  # the files a previous run left in the log folder
         ('events.out.tfevents.*.gradlab',)
+        >>> TensorBoardSink(prefix="gradlab/").prefix
+        'gradlab/'
     """
 
     patterns = (f"events.out.tfevents.*{EVENT_SUFFIX}",)
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
         require_extra("tensorboard", "tensorboard", "tensorboard")
+        if not isinstance(prefix, str):
+            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        self.prefix = prefix
         self.handle = None
         self.path: Path | None = None
 
@@ -642,6 +659,18 @@ class TensorBoardSink(NumericSink):
         from tensorboard.compat.proto.event_pb2 import Event, SessionLog
         from torch.utils.tensorboard.summary import text
 
+        others = [path for path in log_dir.glob("events.out.tfevents.*")
+                  if path.is_file() and path not in set(gradlab_event_files(log_dir))]
+        if others and not self.prefix:  # one run in TensorBoard: shared tags become one line
+            warnings.warn(
+                f"gradlab.Monitor: {str(log_dir)!r} holds event files of another TensorBoard "
+                f"writer ({others[0].name}, a SummaryWriter of yours?): TensorBoard shows every "
+                "event file of a folder as one run, so a tag it writes under one of gradlab's "
+                "keys (loss, ...) becomes one line with gradlab's; pass "
+                "sinks=[TensorBoardSink(prefix='gradlab/')], or write yours into another folder",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
         self.path, self.handle = _new_event_file(log_dir)
         first = Event(wall_time=time.time(), file_version="brain.Event:2")
         described = Event(wall_time=time.time(), summary=text("gradlab/header", json.dumps(header)))
@@ -667,7 +696,7 @@ class TensorBoardSink(NumericSink):
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        summary = Summary(value=[Summary.Value(tag=key, simple_value=value)
+        summary = Summary(value=[Summary.Value(tag=f"{self.prefix}{key}", simple_value=value)
                                  for key, value in values.items()])  # fmt: skip
         event = Event(wall_time=time.time(), step=step, summary=summary)
         _append(self.handle, _tfrecord(event))

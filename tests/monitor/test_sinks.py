@@ -12,6 +12,7 @@ from gradlab import GradlabError, Monitor
 from gradlab.extras import install_hint
 from gradlab.monitor import CSVSink, JSONLSink, Loss, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, jsonl_headers, read_segments, stepped_jsonl_headers
+from tests.helpers import training
 from tests.helpers.event_files import write_users_event_file
 from tests.helpers.malformed_logs import MALFORMED
 from tests.helpers.sink_data import TABLE, FixedTable, same
@@ -268,6 +269,41 @@ def test_a_run_resumed_from_an_earlier_checkpoint_is_one_line_in_tensorboard(tmp
     by_step = {record["step"]: record["loss"] for record in records}
     assert [pytest.approx(by_step[e.step], rel=1e-6) == e.value
             for e in accumulator.Scalars("loss")] == [True] * len(steps)  # the latest values
+
+
+@pytest.mark.parametrize("prefix", ["", "gradlab/"])
+def test_a_users_summary_writer_in_the_folder_is_warned_of_unless_a_prefix_parts_the_tags(
+    tmp_path, prefix
+):
+    # a SummaryWriter of the user's in the log folder: TensorBoard read its "loss" and
+    # gradlab's as one series, two sources on two scales, and nothing was said
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    write_users_event_file(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Loss(every(1))],
+                     sinks=[TensorBoardSink(prefix=prefix)]) as monitor:  # fmt: skip
+            train(monitor, steps=2)
+    said = [str(w.message) for w in caught if "another TensorBoard writer" in str(w.message)]
+    assert len(said) == (0 if prefix else 1)
+    # at the line that logged the first record: the training loop's monitor.step()
+    assert [w.filename for w in caught if "another TensorBoard" in str(w.message)] == (
+        [] if prefix else [training.__file__])
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert [e.step for e in accumulator.Scalars(f"{prefix}loss")] == [0, 1]
+    assert "user/lr" in accumulator.Tags()["scalars"]
+
+
+def test_tensorboard_alone_in_its_folder_says_nothing_and_a_bad_prefix_is_refused(tmp_path):
+    pytest.importorskip("tensorboard")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run(tmp_path, ["tensorboard"])
+    with pytest.raises(GradlabError, match=r"^prefix must be a string; got 3$"):
+        TensorBoardSink(prefix=3)
 
 
 def test_tensorboard_holds_the_header_as_json_text(tmp_path):
