@@ -419,8 +419,6 @@ def _run_study(arguments: argparse.Namespace) -> None:
     )  # fmt: skip
     if arguments.amp and _device_type(device) == "cpu":  # said before any work, once
         print(f"gradlab: {AMP_ON_CPU}", file=sys.stderr, flush=True)
-    if _device_type(device) == "cpu":  # its step times are taken on torch's threads
-        _say_if_busy("gradlab")
     from gradlab.memory import refused_when_out_of_memory
 
     short = ("the study ran out of memory; try a smaller --embedding-dim, --image-size or "
@@ -668,18 +666,6 @@ PLAN_OPTIONS = {"loss": "--loss", "batch_size": "--batch-size", "dim": "--dim",
 """``gradlab plan``'s options by the planner's parameter names: its messages name the options."""
 
 
-def _say_if_busy(prefix: str) -> None:
-    """Say on stderr, before any timing, that other processes hold the cores the times will
-    be taken on with torch's threads (:func:`~gradlab.experiments.runtime.busy_machine_note`)."""
-    import torch
-
-    from gradlab.experiments.runtime import busy_machine_note
-
-    note = busy_machine_note(torch.get_num_threads())
-    if note is not None:
-        print(f"{prefix}: {note}", file=sys.stderr, flush=True)
-
-
 def _run_plan(arguments: argparse.Namespace) -> None:
     """``gradlab plan``: check the arguments, measure or estimate, print four lines."""
     import torch
@@ -699,8 +685,6 @@ def _run_plan(arguments: argparse.Namespace) -> None:
               or (kind == "mps" and not torch.backends.mps.is_available()))  # fmt: skip
     if not absent:  # a CUDA or MPS device that is not here is estimated for
         check_device(device)
-    if kind == "cpu":  # times taken on this CPU (the estimate's too): a busy machine said
-        _say_if_busy("gradlab plan")
     # a device that is not here is estimated for by plan itself (and named so when it cannot)
     result = plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class,
                   device, estimate=arguments.estimate)  # fmt: skip

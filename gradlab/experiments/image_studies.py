@@ -39,7 +39,13 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
-from gradlab.experiments.runtime import check_device, check_lr, check_seeds, timing_conditions
+from gradlab.experiments.runtime import (
+    busy_machine_note,
+    check_device,
+    check_lr,
+    check_seeds,
+    timing_conditions,
+)
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.progress import progress
@@ -209,6 +215,15 @@ def left_out_note(record: dict | None) -> str:
             f"{left_out_examples(record)})")  # fmt: skip
 
 
+def _say_if_busy(device: str) -> None:
+    """After every check, before training on a CPU: that other processes hold the cores the
+    step times are taken on (:func:`~gradlab.experiments.runtime.busy_machine_note`)."""
+    if str(device).startswith("cpu"):
+        note = busy_machine_note(torch.get_num_threads())
+        if note is not None:
+            print(f"gradlab: {note}", file=sys.stderr, flush=True)
+
+
 def _say_left_out(study: str, split: str, record: dict) -> None:
     """The study's progress line on the classes left out of training, if any."""
     if not record["left_out_classes"]:
@@ -288,6 +303,7 @@ def p_vs_batch_size_on_images(
         batch_sizes, epochs, seeds, lr, workers, device,
     )  # fmt: skip
     _say_left_out("p-vs-batch-size", dataset.split, record)
+    _say_if_busy(device)
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
     steps: list[int] = []
     for seed in seeds:
@@ -731,6 +747,7 @@ def loss_comparison_on_images(
                        dataset.paths)
     _check_images_of(dataset, test)
     _say_left_out("losses", dataset.split, record)
+    _say_if_busy(device)
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, record, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
@@ -894,6 +911,7 @@ def anatomy_on_images(
                        dataset.paths)
     _check_images_of(dataset, test)
     _say_left_out("anatomy", dataset.split, record)
+    _say_if_busy(device)
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
         "steps": [], ANATOMY_DIRECTION: {key: [] for key in ANATOMY_KEYS}},

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.experiments.runtime import busy_machine_note
 from gradlab.memory import refuse_beyond_free, refused_when_out_of_memory
 from gradlab.validation import check_positive_int
 
@@ -203,6 +204,10 @@ def measure_loss(
     check_positive_int("repeats", repeats)
     loss_fn = _loss(loss, tau, batch_size)
     embeddings, labels = _inputs(batch_size, dim, per_class, device)
+    if torch.device(device).type == "cpu":  # said before the first pass: what its times mean
+        note = busy_machine_note(torch.get_num_threads())
+        if note is not None:
+            print(f"gradlab plan: {note}", file=sys.stderr, flush=True)
     _sync(device)
     with PeakBytes():  # the CPU meter's mode: a first pass under it reads about 1 MB low
         # timed inside: the meter's entry pays the process's first dispatch (seconds), which

@@ -484,6 +484,41 @@ def test_unreadable_evaluation_images_are_named_before_anything_trains(
     assert re.fullmatch(expected, line), line
 
 
+def _a_busy_machine(monkeypatch):
+    """Two cores, two torch threads, a load average of 3: the busy machine's note is due."""
+    import os
+
+    import torch
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    monkeypatch.setattr("gradlab.experiments.runtime.usable_cores", lambda: 2)
+
+
+@pytest.mark.slow  # trains a tiny study: seconds
+def test_a_busy_machine_is_said_after_the_checks_and_before_training(
+    class_halves, tmp_path, capsys, monkeypatch
+):
+    # said before the checks, a refused study printed two lines, the note and its error
+    import shutil
+
+    _a_busy_machine(monkeypatch)
+    root = shutil.copytree(class_halves, tmp_path / "data")
+    sorted(sorted(path for path in root.iterdir() if path.is_dir())[0].iterdir())[0].write_bytes(
+        b"xx")  # fmt: skip
+    argv = ["study", "p-vs-batch-size", "--data", str(root), "--out", str(tmp_path / "out"),
+            *SMALL, "--batch-sizes", "16", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()  # the error alone
+    assert "cannot be read" in line
+    argv[3] = str(class_halves)
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("gradlab: the machine is busy (load average 3.0 over the last "
+                             "minute, 2 cores): the times are taken on 2 torch threads")
+    assert len([line for line in err if "the machine is busy" in line]) == 1
+
+
 @pytest.mark.parametrize("study", ["losses", "anatomy"])
 def test_unreadable_images_of_both_splits_are_named_in_one_run(class_halves, tmp_path, capsys,
                                                                study):  # fmt: skip

@@ -295,3 +295,25 @@ def test_the_meters_one_time_setup_does_not_count_as_a_slow_pass(monkeypatch):
     monkeypatch.setattr(planner, "TIMING_SECONDS", 0.5)
     cost = measure_loss("contrastive", 16, 4)
     assert " the median of 5 runs on " in cost["method"]
+
+
+@pytest.mark.parametrize(("load", "threads", "said"),
+                         [(2.7, 2, True), (0.2, 2, False), (2.7, 1, False), (1.2, 2, True)])
+def test_a_measurement_says_first_that_other_processes_hold_the_cores(
+    capsys, monkeypatch, load, threads, said
+):
+    # on a 2-core machine beside other jobs, two torch threads timed a step at 400 ms that one
+    # thread timed at 7 ms, and nothing said the machine was busy
+    import os
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 1.0, 1.0))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    monkeypatch.setattr("gradlab.experiments.runtime.usable_cores", lambda: 2)
+    measure_loss("contrastive", 8, 4, repeats=1)
+    err = capsys.readouterr().err
+    assert err == ((
+        f"gradlab plan: the machine is busy (load average {load:.1f} over the last minute, 2 "
+        f"cores): the times are taken on {threads} torch threads, which wait for each other "
+        "behind the other processes and can read many times too long; for times that mean "
+        "something, measure on an idle machine or on one thread (OMP_NUM_THREADS=1)\n")
+        if said else "")
