@@ -1091,6 +1091,8 @@ def _main(argv: list[str] | None) -> int:
                                    "give each its own (one would overwrite the other)")
             from gradlab.progress import set_progress_mode
             from gradlab.symbolic.audit import (
+                PROBLEM_VERDICTS,
+                distinct_problems,
                 format_not_testable,
                 format_table,
                 run_audit,
@@ -1107,6 +1109,13 @@ def _main(argv: list[str] | None) -> int:
             records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement,
                                 progress=True)  # fmt: skip
             print(format_table(records))
+            wrong = sum(record["verdict"] in PROBLEM_VERDICTS for record in records)
+            if wrong:  # as the README and the report count them
+                problems = distinct_problems(records)
+                print(f"the {wrong} claim{'s' if wrong > 1 else ''} wrong as printed "
+                      f"show{'' if wrong > 1 else 's'} {problems} distinct "
+                      f"problem{'s' if problems > 1 else ''} (claims that share one root cause "
+                      "count once)")
             # what each claim not testable here needs (and, with --measure, the context measured)
             print(format_not_testable(records))
             if arguments.json is None and arguments.markdown is None:

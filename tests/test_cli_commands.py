@@ -482,16 +482,37 @@ def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeyp
     import gradlab.symbolic.audit as audit
 
     calls = []
-    monkeypatch.setattr(audit, "run_audit", lambda **options: calls.append(options) or ["rec"])
-    monkeypatch.setattr(audit, "format_table", lambda records: f"table of {records}")
-    monkeypatch.setattr(audit, "format_not_testable", lambda records: f"apart: {records}")
+    records = [{"id": "a", "verdict": "holds"}]  # no claim wrong as printed: no problem line
+    monkeypatch.setattr(audit, "run_audit", lambda **options: calls.append(options) or records)
+    monkeypatch.setattr(audit, "format_table", lambda records: "the table")
+    monkeypatch.setattr(audit, "format_not_testable", lambda records: "apart")
     monkeypatch.setattr(audit, "write_outputs", lambda *args: calls.append(args))
     target, markdown = tmp_path / "a.json", tmp_path / "a.md"
     argv = ["audit", "--mutants", "--json", str(target), "--markdown", str(markdown)]
     code, out, err = _run(argv, capsys)
-    assert (code, out, err) == (0, "table of ['rec']\napart: ['rec']\n", "")
+    assert (code, out, err) == (0, "the table\napart\n", "")
     options = {"mutants": True, "p_vs_batch_size": None, "progress": True}
-    assert calls == [options, (["rec"], target, markdown)]
+    assert calls == [options, (records, target, markdown)]
+
+
+@pytest.mark.parametrize(("causes", "said"), [
+    (["sign", "sign", None], "the 3 claims wrong as printed show 2 distinct problems"),
+    ([None], "the 1 claim wrong as printed shows 1 distinct problem"),
+])  # fmt: skip
+def test_audit_counts_the_distinct_problems_below_its_table(capsys, monkeypatch, causes, said):
+    # the README and the report say "19 distinct problems"; the command's table did not
+    import gradlab.symbolic.audit as audit
+
+    records = [{"id": f"c{i}", "verdict": "fails" if i % 2 else "holds-with-correction",
+                **({"cause": cause} if cause else {})} for i, cause in enumerate(causes)]
+    records.append({"id": "h", "verdict": "holds", "cause": "other"})  # no problem
+    monkeypatch.setattr(audit, "run_audit", lambda **options: records)
+    monkeypatch.setattr(audit, "format_table", lambda records: "the table")
+    monkeypatch.setattr(audit, "format_not_testable", lambda records: "apart")
+    code, out, _ = _run(["audit"], capsys)
+    assert code == 0
+    assert out.splitlines()[:3] == ["the table", f"{said} (claims that share one root cause "
+                                    "count once)", "apart"]
 
 
 MONITOR_LOG = '{"header": {"run": 1}}\n{"step": 0, "loss": 0.5}\n'

@@ -194,8 +194,8 @@ def readme_findings(root: Path) -> str:
     corrected = sum(r["verdict"] == "holds-with-correction" for r in records)
     fails = sum(r["verdict"] == "fails" for r in records)
     untestable = sum(r["verdict"] == "not-testable-here" for r in records)
-    from gradlab.report.summaries import distinct_problems, with_verb
-    from gradlab.symbolic.audit import failure_split
+    from gradlab.report.summaries import with_verb
+    from gradlab.symbolic.audit import distinct_problems, failure_split
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)

@@ -28,17 +28,16 @@ def audit_block(records: list[dict]) -> str:
     columns, never counted as failures); those wrong as printed are split by the ``failure``
     their check recorded (:func:`gradlab.symbolic.audit.failure_split`); "distinct problems"
     counts the records that do not hold once per root cause
-    (:func:`gradlab.report.summaries.distinct_problems`); the mutants are counted by kind,
+    (:func:`gradlab.symbolic.audit.distinct_problems`); the mutants are counted by kind,
     refuted apart from not evaluable (:func:`gradlab.report.summaries.mutant_outcomes`).
     """
-    from gradlab.report.summaries import (
+    from gradlab.report.summaries import VERDICT_WORDS, mutant_outcomes, with_verb
+    from gradlab.symbolic.audit import (
         PROBLEM_VERDICTS,
-        VERDICT_WORDS,
+        WRONG_AS_PRINTED,
         distinct_problems,
-        mutant_outcomes,
-        with_verb,
+        failure_split,
     )
-    from gradlab.symbolic.audit import WRONG_AS_PRINTED, failure_split
     from gradlab.symbolic.claims import FAILURE_WORDS, VERDICTS
     from gradlab.symbolic.seeds import SEEDS, paper_label
 

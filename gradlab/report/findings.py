@@ -23,15 +23,14 @@ from gradlab.report.prose import (
     unswept_sentence,
 )
 from gradlab.report.summaries import (
-    PROBLEM_VERDICTS,
     VERDICT_WORDS,
     cell,
-    distinct_problems,
     mutant_outcomes,
     mutants_sentence,
     run_name,
     with_verb,
 )
+from gradlab.symbolic.audit import PROBLEM_VERDICTS, distinct_problems
 
 EMPIRICAL = ("reproduced", "not-reproduced", "not-testable-here")
 """Outcomes of claims about the authors' experiments: worded apart, never counted as failures."""

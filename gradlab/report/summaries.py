@@ -72,10 +72,6 @@ def trend(values_per_seed: Sequence[Sequence[float]], sizes: Sequence[int], name
     )
 
 
-PROBLEM_VERDICTS = ("holds-with-correction", "fails")
-"""Verdicts of a printed form that does not hold: each such record shows a problem. The outcomes
-of empirical claims (reproduced, not reproduced, not testable here) are not among them."""
-
 VERDICT_WORDS = {
     "holds": "holds",
     "holds-with-correction": "holds with a correction",
@@ -96,30 +92,6 @@ def with_verb(count: int, one: str, many: str) -> str:
         ('1 is', '37 are', '0 hold')
     """
     return f"{count} {one if count == 1 else many}"
-
-
-def problem_key(record: Mapping) -> str:
-    """What a record's problem is counted by: its ``cause``, else the record itself.
-
-    Example:
-        >>> problem_key({"id": "p:eq1", "cause": "sign convention"}), problem_key({"id": "p:eq2"})
-        ('sign convention', 'p:eq2')
-    """
-    return record.get("cause") or record["id"]
-
-
-def distinct_problems(records: Iterable[Mapping]) -> int:
-    """How many distinct problems the records show: records whose verdict is one of
-    :data:`PROBLEM_VERDICTS`, those that share a ``cause`` counted once.
-
-    Example:
-        >>> records = [{"id": "a", "verdict": "fails", "cause": "sign"},
-        ...            {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
-        ...            {"id": "c", "verdict": "fails"}, {"id": "d", "verdict": "not-testable-here"}]
-        >>> distinct_problems(records)
-        2
-    """
-    return len({problem_key(r) for r in records if r["verdict"] in PROBLEM_VERDICTS})
 
 
 def mutant_outcomes(records: Iterable[Mapping]) -> dict[str, int]:

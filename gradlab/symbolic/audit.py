@@ -228,6 +228,34 @@ def failure_counts(records: Iterable[Mapping]) -> dict[str, int]:
     return counts
 
 
+PROBLEM_VERDICTS = ("holds-with-correction", "fails")
+"""Verdicts of a printed form that does not hold: each such record shows a problem. The outcomes
+of empirical claims (reproduced, not reproduced, not testable here) are not among them."""
+
+def problem_key(record: Mapping) -> str:
+    """What a record's problem is counted by: its ``cause``, else the record itself.
+
+    Example:
+        >>> problem_key({"id": "p:eq1", "cause": "sign convention"}), problem_key({"id": "p:eq2"})
+        ('sign convention', 'p:eq2')
+    """
+    return record.get("cause") or record["id"]
+
+
+def distinct_problems(records: Iterable[Mapping]) -> int:
+    """How many distinct problems the records show: records whose verdict is one of
+    :data:`PROBLEM_VERDICTS`, those that share a ``cause`` counted once.
+
+    Example:
+        >>> records = [{"id": "a", "verdict": "fails", "cause": "sign"},
+        ...            {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
+        ...            {"id": "c", "verdict": "fails"}, {"id": "d", "verdict": "not-testable-here"}]
+        >>> distinct_problems(records)
+        2
+    """
+    return len({problem_key(r) for r in records if r["verdict"] in PROBLEM_VERDICTS})
+
+
 def failure_split(records: Iterable[Mapping]) -> str:
     """What the records wrong as printed got wrong, each kind their checks found counted apart
     (:func:`failure_counts`): a wrong value, no value at a legal input (``0/0``, a pole), a

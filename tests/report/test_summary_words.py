@@ -1,5 +1,5 @@
 """The report's cells and trend words (gradlab.report.summaries): mean ± population std of the
-seeds, the verb a trend gets against the seed spread, and how audit records count as problems.
+seeds, the verb a trend gets against the seed spread, and the verdicts in words.
 Expected cells come from a float64 loop here, never from the module's helpers."""
 
 from __future__ import annotations
@@ -8,15 +8,7 @@ import math
 
 import pytest
 
-from gradlab.report.summaries import (
-    PROBLEM_VERDICTS,
-    VERDICT_WORDS,
-    cell,
-    distinct_problems,
-    problem_key,
-    trend,
-    with_verb,
-)
+from gradlab.report.summaries import VERDICT_WORDS, cell, trend, with_verb
 
 
 def _mean_std(values):
@@ -68,23 +60,6 @@ def test_every_verdict_has_its_words():
     expected = {v: v.replace("-", " ").replace("with correction", "with a correction")
                 for v in verdicts}  # fmt: skip
     assert VERDICT_WORDS == expected
-
-
-def test_problems_are_the_corrected_and_failing_records_counted_by_cause():
-    assert set(PROBLEM_VERDICTS) == {"holds-with-correction", "fails"}
-    records = [
-        {"id": "a", "verdict": "fails", "cause": "sign"},
-        {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
-        {"id": "c", "verdict": "fails", "cause": ""},  # no cause: the record is its own problem
-        {"id": "d", "verdict": "holds-with-correction"},
-        {"id": "e", "verdict": "holds", "cause": "other"},
-        {"id": "f", "verdict": "inconclusive", "cause": "third"},
-        {"id": "g", "verdict": "not-reproduced", "cause": "fourth"},
-        {"id": "h", "verdict": "not-testable-here"},
-    ]
-    assert distinct_problems(records) == 3  # sign, c, d
-    assert distinct_problems(records[4:]) == 0
-    assert [problem_key(r) for r in records[:4]] == ["sign", "sign", "c", "d"]
 
 
 def test_a_curve_pinned_at_its_bound_with_alike_seeds_is_saturated_not_a_trend():

@@ -19,12 +19,15 @@ from gradlab.errors import GradlabError
 from gradlab.symbolic import audit
 from gradlab.symbolic.audit import (
     NOT_TESTABLE,
+    PROBLEM_VERDICTS,
     all_claims,
+    distinct_problems,
     format_markdown,
     format_not_testable,
     format_table,
     mutant_shortfalls,
     mutant_summary,
+    problem_key,
     run_audit,
     summary_counts,
     write_outputs,
@@ -1059,3 +1062,20 @@ def test_a_check_that_accepted_a_mutant_is_not_said_to_have_accepted_no_form():
     empirical = _record("m", "e2", "not-reproduced", "s", mutants=(0, 1))
     empirical["mutant_results"] = [{"mutant": "halved", "verdict": "reproduced"}]
     assert "- mutants killed: 0 of 1" in format_markdown([empirical]).split("\n")
+
+
+def test_problems_are_the_corrected_and_failing_records_counted_by_cause():
+    assert set(PROBLEM_VERDICTS) == {"holds-with-correction", "fails"}
+    records = [
+        {"id": "a", "verdict": "fails", "cause": "sign"},
+        {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
+        {"id": "c", "verdict": "fails", "cause": ""},  # no cause: the record is its own problem
+        {"id": "d", "verdict": "holds-with-correction"},
+        {"id": "e", "verdict": "holds", "cause": "other"},
+        {"id": "f", "verdict": "inconclusive", "cause": "third"},
+        {"id": "g", "verdict": "not-reproduced", "cause": "fourth"},
+        {"id": "h", "verdict": "not-testable-here"},
+    ]
+    assert distinct_problems(records) == 3  # sign, c, d
+    assert distinct_problems(records[4:]) == 0
+    assert [problem_key(r) for r in records[:4]] == ["sign", "sign", "c", "d"]
