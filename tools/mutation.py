@@ -584,6 +584,8 @@ STUDY_TESTS = {
     # workers (last, about 10 s), not the signal tests (20 s each)
     "experiments/runtime": [
         "tests/experiments/test_runtime_pool.py",
+        # the busy machine's note: when it is said, and in which words
+        "tests/experiments/test_runtime_busy.py",
         # where the times were taken: the processor, cores, threads and processes
         "tests/experiments/test_loss_comparison_runs.py::test_each_losss_numbers_land_under_"
         "its_name_per_seed",
@@ -893,6 +895,8 @@ GROUPS = {
        for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"],
                ["tests/test_losses.py", "tests/test_loss_module_calls.py", "tests/test_defaults.py",
+                # the warning of a masked call (cross-modal SmoothAP and Blackbox AP)
+                "tests/test_losses_degenerate.py",
                 "tests/functional/test_score_losses_inputs.py",  # a learnable scale's refusal
                 "tests/functional/test_functional_loss_calls.py",  # the cross-modal twin
                 *LOSS_TESTS]),

@@ -287,7 +287,15 @@ def test_a_users_summary_writer_in_the_folder_is_warned_of_unless_a_prefix_parts
                      sinks=[TensorBoardSink(prefix=prefix)]) as monitor:  # fmt: skip
             train(monitor, steps=2)
     said = [str(w.message) for w in caught if "another TensorBoard writer" in str(w.message)]
-    assert len(said) == (0 if prefix else 1)
+    (users,) = [path.name for path in tmp_path.glob("events.out.tfevents.*")
+                if not path.name.endswith(".gradlab")]  # fmt: skip
+    assert said == ([] if prefix else [
+        f"gradlab.Monitor: {str(tmp_path)!r} holds event files of another TensorBoard writer "
+        f"({users}, a SummaryWriter of yours?): TensorBoard shows every event file of a folder "
+        "as one run, so a tag it writes under one of gradlab's keys (loss, ...) becomes one "
+        "line with gradlab's; pass sinks=[TensorBoardSink(prefix='gradlab/')], or write yours "
+        "into another folder"])
+    assert all(w.category is UserWarning for w in caught if "another TensorBoard" in str(w.message))
     # at the line that logged the first record: the training loop's monitor.step()
     assert [w.filename for w in caught if "another TensorBoard" in str(w.message)] == (
         [] if prefix else [training.__file__])
