@@ -890,3 +890,19 @@ def test_other_files_and_hidden_folders_inside_class_folders_are_not_refused(tmp
     _picture(tmp_path / ".thumbnails" / "a.png")
     train = image_folder(tmp_path, "train")
     assert train.paths == [tmp_path / name / f"{n}.png" for name in ("a", "b") for n in (0, 1)]
+
+
+def test_unreadable_files_of_two_groups_are_named_in_one_error(tmp_path):
+    from gradlab.data.image_folder import check_image_groups
+
+    (tmp_path / "train.png").write_bytes(b"xx")
+    (tmp_path / "test.png").write_bytes(b"")
+    Image.new("RGB", (4, 4)).save(tmp_path / "good.png")
+    with pytest.raises(GradlabError) as raised:
+        check_image_groups([([tmp_path / "train.png", tmp_path / "good.png"], "train images"),
+                            ([tmp_path / "good.png"], "unused images"),
+                            ([tmp_path / "test.png"], "test images")])  # fmt: skip
+    train, test = str(raised.value).split("; ")
+    assert train.startswith(f"1 of 2 train images cannot be read: {str(tmp_path / 'train.png')!r}")
+    assert test.startswith(f"1 of 1 test images cannot be read: {str(tmp_path / 'test.png')!r}")
+    assert check_image_groups([([tmp_path / "good.png"], "images")]) is None

@@ -301,7 +301,10 @@ def test_p_pinned_at_1_in_every_seed_is_summarized_as_saturated_everywhere():
     setting = summary["settings"]["trained_at_m"]
     assert (setting["trend"], setting["change"]) == ("saturated", "saturated")
     assert summary["claim"]["miniature"]["outcome"] == "inconclusive"
-    # no t-test was run: the sentence says that the bound decided, not that a test did
+    # no t-test was run: the sentence says that the bound decided, not that a test did; from
+    # the first m to the last, whatever lies between
+    assert trend_sentence({"batch_sizes": [8, 12, 16], "seeds": [0, 1]}, "saturated").startswith(
+        "P from m = 8 to m = 16: saturated (P lies within 0.01 of its bound")
     assert trend_sentence(pinned, setting["trend"]) == (
         "P from m = 8 to m = 16: saturated (P lies within 0.01 of its bound, 0 or 1, at every m "
         "and seed, or at its bound at one end with every seed changing alike: the bound, not a "
