@@ -314,6 +314,26 @@ def test_tensorboard_alone_in_its_folder_says_nothing_and_a_bad_prefix_is_refuse
         TensorBoardSink(prefix=3)
 
 
+def test_a_resumed_tensorboard_run_warns_of_no_writer_and_holds_each_header(tmp_path):
+    # its own earlier event file is no other writer's; the restart event goes after the header
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for resume in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with Monitor(tmp_path, quantities=[Loss(every(1))], sinks=["jsonl", "tensorboard"],
+                         resume=resume) as monitor:  # fmt: skip
+                train(monitor, steps=2, seed=int(resume))
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    accumulator = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    written = [json.loads(event.tensor_proto.string_val[0].decode())
+               for event in accumulator.Tensors("gradlab/header/text_summary")]  # fmt: skip
+    assert written == headers and headers[1]["resumed"]["from_step"] == 2
+    assert [event.step for event in accumulator.Scalars("loss")] == [0, 1, 2, 3]
+
+
 def test_tensorboard_holds_the_header_as_json_text(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
