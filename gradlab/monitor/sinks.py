@@ -659,8 +659,9 @@ class TensorBoardSink(NumericSink):
         from tensorboard.compat.proto.event_pb2 import Event, SessionLog
         from torch.utils.tensorboard.summary import text
 
+        own = set(gradlab_event_files(log_dir))  # read once, not once per file listed
         others = [path for path in log_dir.glob("events.out.tfevents.*")
-                  if path.is_file() and path not in set(gradlab_event_files(log_dir))]
+                  if path.is_file() and path not in own]
         if others and not self.prefix:  # one run in TensorBoard: shared tags become one line
             warnings.warn(
                 f"gradlab.Monitor: {str(log_dir)!r} holds event files of another TensorBoard "
