@@ -3,8 +3,9 @@ left as it was and the sink is not open.
 
 Two faults: a log file that is a link to ``/dev/full`` (every write fails with ENOSPC, and the
 device cannot be cut back to its old size either), and a file system that reports ENOSPC at the
-write and again when the file is closed (as network file systems do). In both, the error raised
-is the first write's ``OSError``; the clean-up after it never replaces it.
+write and again when the file is closed (as network file systems do), for the JSONL log and
+for a TensorBoard event file. In each, the error raised is the first write's ``OSError``; the
+clean-up after it never replaces it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import builtins
 import errno
 import os
-from pathlib import Path
 
 import pytest
 
@@ -52,20 +52,35 @@ class _FailsAtWriteAndClose:
         raise OSError(errno.EIO, "Input/output error (close)")
 
 
+def _tensorboard_sink():
+    pytest.importorskip("tensorboard", reason="the TensorBoard sink needs its extra")
+    from gradlab.monitor import TensorBoardSink
+
+    return TensorBoardSink()
+
+
+@pytest.mark.parametrize(("make_sink", "left"), [
+    (JSONLSink, ["metrics.jsonl"]),  # the log, empty
+    (_tensorboard_sink, []),  # the new event file, removed
+])  # fmt: skip
 def test_an_error_at_close_after_a_failed_write_does_not_hide_the_write_error(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, make_sink, left
 ):
     opened: list[_FailsAtWriteAndClose] = []
 
-    def failing_open(file, *args, **kwargs):
-        opened.append(_FailsAtWriteAndClose(builtins.open(file, *args, **kwargs)))
+    def failing_append(file, mode="r", *args, **kwargs):
+        handle = builtins.open(file, mode, *args, **kwargs)
+        if mode != "ab":  # creating the file (an event file's exclusive creation) succeeds
+            return handle
+        opened.append(_FailsAtWriteAndClose(handle))
         return opened[-1]
 
-    monkeypatch.setattr(sinks_module, "open", failing_open, raising=False)
-    sink = JSONLSink()
+    sink = make_sink()
+    monkeypatch.setattr(sinks_module, "open", failing_append, raising=False)
     with pytest.raises(OSError, match=r"\(write\)") as raised:
         sink.open(tmp_path, HEADER)
     assert raised.value.errno == errno.ENOSPC
     assert sink.handle is None
     assert len(opened) == 1 and opened[0].closed_once
-    assert Path(tmp_path / "metrics.jsonl").read_bytes() == b""
+    assert sorted(path.name for path in tmp_path.iterdir()) == left
+    assert all(path.read_bytes() == b"" for path in tmp_path.iterdir())
