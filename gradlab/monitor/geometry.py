@@ -356,6 +356,10 @@ class Temperature(Quantity):
             ``model.logit_scale`` with ``log_scale=True``; sentence-transformers' losses:
             ``loss.scale`` (a number, 20 by default).
         log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.
+        inverse: the parameter holds the temperature ``t = 1 / s`` (logits ``S / t``; ``log
+            t`` with ``log_scale``) instead of the scale: ``temperature_scale`` logs ``s = 1 /
+            t`` and the parameter's gradient is turned into ``dL/d log s = -dL/d log t``.
+            Needs ``scale``. ``clamp`` bounds the parameter as it is held (``t`` or ``log t``).
         clamp: ``(low, high)`` bounds applied to the parameter (open_clip clamps
             ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
             parameter sits on or past either bound (a parameter never clamped can pass
@@ -374,7 +378,8 @@ class Temperature(Quantity):
             else False.
 
     Raises:
-        GradlabError: a bad ``clamp``, ``direction`` or ``scale``.
+        GradlabError: a bad ``clamp``, ``direction`` or ``scale``, or ``inverse`` without a
+            ``scale``.
 
     Example:
         >>> import math
@@ -388,6 +393,10 @@ class Temperature(Quantity):
         >>> values = quantity.compute(view)
         >>> round(float(values["temperature_scale"]), 4), float(values["temperature_clamp_hit"])
         (100.0, 1.0)
+        >>> log_t = torch.nn.Parameter(torch.tensor(0.07).log())  # a learnable temperature
+        >>> values = Temperature(scale=log_t, log_scale=True, inverse=True).compute(view)
+        >>> round(float(values["temperature_scale"]), 4)  # s = 1 / 0.07
+        14.2857
     """
 
     name = "temperature"
@@ -425,6 +434,7 @@ class Temperature(Quantity):
         clamp: tuple[float, float] | None = None,
         direction: str | None = None,
         logits: bool | None = None,
+        inverse: bool = False,
     ) -> None:
         super().__init__(schedule)
         number = isinstance(scale, (int, float, torch.Tensor)) and not isinstance(scale, bool)
@@ -433,8 +443,15 @@ class Temperature(Quantity):
                                f"got {type(scale).__name__}")  # fmt: skip
         if isinstance(scale, torch.Tensor) and scale.numel() != 1:
             raise GradlabError(f"scale must hold one value; got shape {tuple(scale.shape)}")
+        if not isinstance(inverse, bool):
+            raise GradlabError(f"inverse must be True or False; got {inverse!r}")
+        if inverse and scale is None:
+            raise GradlabError("inverse=True reads scale= as a temperature t = 1 / s, but no "
+                               "scale was given; pass scale= the temperature (its log with "
+                               "log_scale=True)")  # fmt: skip
         if number and not isinstance(scale, torch.Tensor):  # a parameter may move; a number not
-            allowed = "a finite log s" if log_scale else "a scale s > 0 and finite"
+            held, what = ("t", "a temperature") if inverse else ("s", "a scale")
+            allowed = f"a finite log {held}" if log_scale else f"{what} {held} > 0 and finite"
             if not math.isfinite(scale) or (not log_scale and scale <= 0):
                 raise GradlabError(f"scale must be {allowed}; got {scale!r}")
         if not isinstance(log_scale, bool):
@@ -456,9 +473,11 @@ class Temperature(Quantity):
             raise GradlabError(f"direction must be 'i2t', 't2i', 'both' or None; got "
                                f"{direction!r}")  # fmt: skip
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
-        self.logits = logits
+        self.logits, self.inverse = logits, inverse
         self._hook = None  # on the parameter: the watched call's own gradient (at_call)
         self._checked_scores = False  # the scale and the score matrix: said once if wrong
+        self._own_gradient = False  # the step's gradient came from the watched call's backward
+        self._told_of_logits = False  # logits read as cosines: said, the cause of any gap
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -556,6 +575,7 @@ class Temperature(Quantity):
         if not self.logits and batch.softmax is None:  # a loss of the user's own (None: False)
             largest = float(batch.scores.detach().abs().amax())
             if largest > 1.0 + 1e-3:  # a cosine, rounded, is at most 1
+                self._told_of_logits = True  # the closed form's gap to the gradient: said here
                 _say(f"Temperature(logits=False) reads the watched score matrix as the scores "
                      "S that the scale multiplies (cosines, on embeddings), but it holds values "
                      f"up to {largest:.4g} in magnitude: if they are the logits s * S already, "
@@ -569,7 +589,8 @@ class Temperature(Quantity):
         kept = call._cache.get(("temperature parameter", id(self)))
         # no watched call captured (a view built by hand): the parameter now
         parameter, dtype = kept if kept is not None else self._parameter(batch)
-        scale = parameter.exp() if self.log_scale else parameter
+        held = parameter.exp() if self.log_scale else parameter  # s, or t with inverse
+        scale = held.reciprocal() if self.inverse else held
         declared = batch.softmax if batch.softmax is not None else SoftmaxLogits()
         values = {"temperature_scale": scale}
         if declared.info_nce:  # InfoNCE's closed form is the loss's gradient
@@ -589,16 +610,75 @@ class Temperature(Quantity):
             self._hook.remove()
             self._hook = None
         grad = call.parameter_grads.get(("temperature", id(self)))
+        self._own_gradient = grad is not None  # this call's: comparable with the closed form
         if grad is None and not (call.not_backpropagated or batch.not_backpropagated):
             # no backward of the watched call reached it: the parameter's own
             grad = getattr(self.scale, "grad", None)
         if isinstance(grad, torch.Tensor):
             grad = grad.detach().reshape(()).to(device=scale.device, dtype=torch.float64)
-            values["temperature_log_scale_grad_observed"] = grad if self.log_scale else grad * scale
+            if self.log_scale:  # dL/d log s, or dL/d log t = -dL/d log s
+                observed = -grad if self.inverse else grad
+            else:  # s: dL/ds * s; t = 1 / s: dL/d log s = -dL/dt * t
+                observed = -grad * held if self.inverse else grad * scale
+            values["temperature_log_scale_grad_observed"] = observed
         if self.clamp is not None:  # the bounds as the parameter's dtype holds them
             low, high = (float(torch.tensor(bound, dtype=dtype)) for bound in self.clamp)
             values["temperature_clamp_hit"] = ((parameter <= low) | (parameter >= high)).double()
         return values
+
+    def said_of_logged(self, logged: dict[str, float], batch: BatchView) -> str | None:
+        """Say when the closed form and the parameter's gradient part: more than 10 % apart
+        (opposite signs included), beyond ``1e-4 s`` (float32 rounding of logits of size ``s``).
+        They agree when the watched loss is the objective's only InfoNCE term and ``scale`` is
+        the ``s`` it multiplies its scores by; a temperature ``t = 1 / s`` given as a scale, a
+        wrong ``direction``, or another term of the objective on the parameter part them.
+
+        Compared only when the gradient is the one the watched call's backward sent the
+        parameter (not the ``.grad`` of a parameter that backward did not reach), and not
+        after the first step said the matrix looks like logits read as cosines (the gap's
+        cause, said then).
+
+        Example:
+            >>> import math, tempfile, warnings
+            >>> import torch
+            >>> import gradlab
+            >>> from gradlab.monitor import Temperature, every
+            >>> log_t = torch.nn.Parameter(torch.tensor(math.log(0.07)))  # a temperature
+            >>> def info_nce(scores, positives):  # logits S / t
+            ...     targets = positives.int().argmax(dim=1)
+            ...     return torch.nn.functional.cross_entropy(scores / log_t.exp(), targets)
+            >>> as_scale = Temperature(every(1), scale=log_t, log_scale=True, direction="i2t")
+            >>> cosines = torch.nn.functional.normalize(torch.randn(8, 4), dim=1)
+            >>> with warnings.catch_warnings(record=True) as said:
+            ...     warnings.simplefilter("always")
+            ...     with gradlab.Monitor(tempfile.mkdtemp(), quantities=[as_scale]) as monitor:
+            ...         watched = monitor.watch(info_nce, inputs="scores")
+            ...         positives = torch.eye(8, dtype=torch.bool)
+            ...         watched((cosines @ cosines.T).requires_grad_(), positives).backward()
+            ...         _ = monitor.step()
+            >>> "inverse=True" in str(said[0].message)
+            True
+        """
+        if not self._own_gradient or self._told_of_logits:  # nothing to compare, or said
+            return None
+        closed = logged.get("temperature_log_scale_grad")
+        observed = logged.get("temperature_log_scale_grad_observed")
+        scale = logged.get("temperature_scale")
+        if closed is None or observed is None or scale is None or not all(
+            math.isfinite(v) for v in (closed, observed, scale)
+        ):
+            return None
+        # opposite signs are always more than 10 % apart
+        if abs(closed - observed) <= 0.1 * max(abs(closed), abs(observed)) + 1e-4 * abs(scale):
+            return None
+        return (f"temperature_log_scale_grad = {closed:.4g} (closed form) and the parameter's "
+                f"gradient as dL/d log s, temperature_log_scale_grad_observed = {observed:.4g}, "
+                "disagree: they agree when the watched loss is the objective's only InfoNCE "
+                f"term and scale= is the s = {scale:.4g} it multiplies its scores by. A "
+                "parameter holding the temperature t = 1 / s (logits S / t) needs "
+                "Temperature(scale=..., inverse=True) (log_scale=True for log t); a wrong "
+                "direction=, or another term of the objective on the parameter, also parts "
+                "them")  # fmt: skip
 
 
 def _say(message: str) -> None:

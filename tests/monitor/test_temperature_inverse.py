@@ -1,0 +1,122 @@
+"""Temperature on a learnable temperature ``t = 1 / s`` (``inverse=True``): the closed form and
+the parameter's gradient are both ``dL/d log s``, checked against float64 autograd on a scale of
+its own; a temperature given as a scale is said once, naming ``inverse=True``."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.errors import GradlabError
+from gradlab.monitor import Temperature, every
+
+T = 0.07
+B = 12
+
+
+def _scores():
+    generator = torch.Generator().manual_seed(3)
+    images, texts = (torch.nn.functional.normalize(torch.randn(B, 6, generator=generator), dim=1)
+                     for _ in range(2))  # fmt: skip
+    return images @ texts.T  # float32 cosines
+
+
+def _reference_log_scale_grad(scores: torch.Tensor, scale: float) -> float:
+    """dL/d log s of InfoNCE over the rows at ``scale``, by float64 autograd on log s itself."""
+    log_s = torch.tensor(math.log(scale), dtype=torch.float64, requires_grad=True)
+    logits = scores.double() * log_s.exp()
+    loss = torch.nn.functional.cross_entropy(logits, torch.arange(B))
+    (grad,) = torch.autograd.grad(loss, log_s)
+    return float(grad)
+
+
+def _info_nce(parameter, log_scale, extra=0.0):
+    """A user's InfoNCE over the rows with a learnable temperature (``log t`` with
+    ``log_scale``), plus ``extra * parameter``: another term of the objective on it."""
+
+    def objective(scores, positives):
+        temperature = parameter.exp() if log_scale else parameter
+        loss = torch.nn.functional.cross_entropy(scores / temperature, positives.int().argmax(1))
+        return loss + extra * parameter
+
+    return objective
+
+
+def _logged(tmp_path, parameter, log_scale, inverse, extra=0.0):
+    """The record of one step of :func:`_info_nce` and what was said of the temperature."""
+    quantity = Temperature(every(1), scale=parameter, log_scale=log_scale, inverse=inverse,
+                           direction="i2t")  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(_info_nce(parameter, log_scale, extra), inputs="scores")
+            watched(_scores().requires_grad_(), torch.eye(B, dtype=torch.bool)).backward()
+            record = monitor.step()
+    return record, [str(w.message) for w in caught if "temperature" in str(w.message)]
+
+
+@pytest.mark.parametrize("log_scale", [False, True])
+def test_a_learnable_temperature_logs_its_scale_and_gradient_as_float64_autograd(
+    tmp_path, log_scale
+):
+    held = math.log(T) if log_scale else T
+    parameter = torch.nn.Parameter(torch.tensor(held))
+    record, said = _logged(tmp_path, parameter, log_scale, inverse=True)
+    # s = 1 / t of the float32 parameter, in float64
+    held = parameter.item()
+    scale = math.exp(-held) if log_scale else 1 / held
+    reference = _reference_log_scale_grad(_scores(), scale)
+    assert record["temperature_scale"] == pytest.approx(scale, rel=1e-12)
+    assert record["temperature_log_scale_grad"] == pytest.approx(reference, rel=1e-9)
+    # the parameter's float32 gradient, turned into dL/d log s
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(reference, rel=1e-4)
+    assert reference > 0.1  # a case where a flipped sign would show
+    assert said == []
+
+
+@pytest.mark.parametrize("log_scale", [False, True])
+def test_a_temperature_given_as_a_scale_is_said_once_naming_inverse(tmp_path, log_scale):
+    parameter = torch.nn.Parameter(torch.tensor(math.log(T) if log_scale else T))
+    record, said = _logged(tmp_path, parameter, log_scale, inverse=False)
+    assert record["temperature_scale"] == pytest.approx(T, rel=1e-6)  # read as s, wrongly
+    assert len(said) == 1, said
+    assert "disagree" in said[0] and "inverse=True" in said[0], said[0]
+
+
+def _with_a_term_on_the_parameter(tmp_path, share):
+    """What was said of InfoNCE + c log t, a second term on the temperature that moves its
+    gradient by ``c = share * dL/d log s`` of InfoNCE alone."""
+    parameter = torch.nn.Parameter(torch.tensor(math.log(T)))
+    extra = share * _reference_log_scale_grad(_scores(), math.exp(-parameter.item()))
+    record, said = _logged(tmp_path, parameter, True, inverse=True, extra=extra)
+    closed, observed = (record[f"temperature_log_scale_grad{end}"] for end in ("", "_observed"))
+    assert observed == pytest.approx(closed * (1 - share), rel=1e-4, abs=1e-6)  # InfoNCE's - c
+    return [message for message in said if "disagree" in message]
+
+
+@pytest.mark.parametrize(("share", "parted"), [
+    (0.0, False), (0.05, False), (0.098, False),  # within 10 % of the larger
+    (0.11, True), (1.0, True), (-0.5, True),  # beyond it
+    (2.0, True),  # opposite signs
+])  # fmt: skip
+def test_the_closed_form_and_the_gradient_are_said_to_part_beyond_ten_percent(
+    tmp_path, share, parted
+):
+    said = _with_a_term_on_the_parameter(tmp_path, share)
+    assert len(said) == int(parted), said
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: Temperature(scale=T, inverse="yes"), "inverse must be True or False; got 'yes'"),
+    (lambda: Temperature(inverse=True), r"inverse=True reads scale= as a temperature t = 1 / s, "
+                                        "but no scale was given"),
+    (lambda: Temperature(scale=-1.0, inverse=True),
+     r"scale must be a temperature t > 0 and finite; got -1.0"),
+    (lambda: Temperature(scale=math.inf, log_scale=True, inverse=True),
+     r"scale must be a finite log t; got inf"),
+])  # fmt: skip
+def test_bad_inverse_settings_are_refused_naming_the_value(make, match):
+    with pytest.raises(GradlabError, match=match):
+        make()
