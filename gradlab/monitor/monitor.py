@@ -325,6 +325,7 @@ class Monitor:
         self._zero_scale_warned = False
         self._outside_graph_warned = False
         self._no_graph_warned = False
+        self._scores_checked = False  # a user's score matrix against cosines' range: once
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
@@ -1104,6 +1105,30 @@ class Monitor:
             "steps are not warned about)",
         )  # fmt: skip
 
+    def _warn_scores_beyond_cosines(self, step: int, batch: BatchView,
+                                    due: list[Quantity]) -> None:
+        """Once, at the first step with a quantity at the Monitor's tau (one host read): a
+        score matrix of the watched loss beyond cosines' range, where SmoothAP's sigmoid at a
+        tau chosen for cosines says nothing of the loss."""
+        at_tau = [q.name for q in due if q.reads_tau]
+        if not at_tau:
+            return
+        self._scores_checked = True
+        if batch.scores.device.type == "meta" or batch.scores.numel() == 0:
+            return
+        largest = float(batch.scores.detach().abs().amax())
+        if math.isfinite(largest) and largest > 1.0 + 1e-3:  # a cosine, rounded, is at most 1
+            warnings.warn(
+                f"gradlab.Monitor: step {step}: the watched score matrix holds values up to "
+                f"{largest:.4g} in magnitude, but {', '.join(at_tau)} read it through "
+                f"SmoothAP's sigmoid at the Monitor's tau = {batch.tau:g}, a width for cosine "
+                "scores in [-1, 1]: on these scores they describe that sigmoid, not your loss. "
+                "Score cosines (normalised embeddings), or give Monitor(tau=...) a width on "
+                "your scores' scale",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+            )
+
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
         return self.distributed == "auto" and is_distributed()
@@ -1328,6 +1353,8 @@ class Monitor:
             # only what the loss read on this step can serve (several watched losses; or a
             # loss whose call showed what it is, as a sigmoid loss of open_clip's interface)
             due = self._servable(self._pending_adapter, due, step)
+        if not self._scores_checked and batch.on_scores:  # a matrix of the user's loss
+            self._warn_scores_beyond_cosines(step, batch, due)
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)

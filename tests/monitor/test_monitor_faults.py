@@ -398,7 +398,8 @@ def test_a_scale_that_cannot_be_read_at_the_call_disables_temperature_alone(tmp_
         return 20.0
 
     quantities = [OperatingRegion(every(1)), Temperature(every(1), scale=scale)]
-    scores = torch.randn(B, B, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    scores = torch.randn(B, B, generator=torch.Generator().manual_seed(3),
+                         dtype=torch.float64).tanh()  # cosines: in [-1, 1]
     eye = torch.eye(B, dtype=torch.bool)
     records = []
     with warnings.catch_warnings(record=True) as caught:

@@ -20,7 +20,8 @@ def _batch(seed: int):
     generator = torch.Generator().manual_seed(seed)
     embeddings = torch.randn(12, 5, generator=generator, dtype=torch.float64)
     labels = torch.arange(12) % 4
-    scores = torch.randn(6, 6, generator=generator, dtype=torch.float64) * 3.0
+    # cosines, in [-1, 1], as NT-Xent scores them
+    scores = torch.randn(6, 6, generator=generator, dtype=torch.float64).tanh()
     return embeddings, labels, scores
 
 

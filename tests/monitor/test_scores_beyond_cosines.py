@@ -1,0 +1,113 @@
+"""A score matrix of the user's own loss beyond cosines' range: the quantities that read it
+through SmoothAP's sigmoid at the Monitor's tau (P, the gradient counts) describe that sigmoid,
+not the loss, and the first step that logs one says so once, with the largest entry."""
+
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Margins, OperatingRegion, every
+
+B = 16
+LABELS = torch.arange(B // 4).repeat_interleave(4)
+EYE = torch.eye(B, dtype=torch.bool)
+POSITIVES = (LABELS[:, None] == LABELS[None]) & ~EYE
+
+
+def supcon(scores, positives):  # a user's multi-positive loss on a score matrix
+    logits = scores.masked_fill(EYE, float("-inf"))
+    log_p = logits - logits.logsumexp(dim=1, keepdim=True)
+    return -(log_p.masked_fill(~positives, 0).sum(1) / positives.sum(1)).mean()
+
+
+def _embeddings(seed, norm):
+    generator = torch.Generator().manual_seed(seed)
+    rows = torch.nn.functional.normalize(torch.randn(B, 8, generator=generator), dim=1)
+    return norm * rows
+
+
+def _said(tmp_path, norms, quantities=None):
+    """The scores-beyond-cosines warnings of one run, a step per embedding norm."""
+    options = {"quantities": quantities} if quantities else {"every": 1}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, **options) as monitor:
+            watched = monitor.watch(supcon, inputs="in_batch_scores")
+            for step, norm in enumerate(norms):
+                embeddings = _embeddings(step, norm).requires_grad_()
+                watched(embeddings @ embeddings.T, POSITIVES).backward()
+                monitor.step()
+    return [w for w in caught if "cosine scores in [-1, 1]" in str(w.message)]
+
+
+def test_dot_products_are_said_once_with_their_largest_entry(tmp_path):
+    said = _said(tmp_path, [5.0, 5.0])
+    assert len(said) == 1, [str(w.message) for w in said]
+    message = str(said[0].message)
+    rows = _embeddings(0, 5.0)  # the diagonal, no candidate in-batch, is not read
+    largest = float((rows @ rows.T).masked_fill(EYE, 0.0).abs().amax())
+    assert largest > 1.5
+    assert message.startswith(f"gradlab.Monitor: step 0: the watched score matrix holds values up "
+                              f"to {largest:.4g} in magnitude, but operating_region, "
+                              "gradient_counts read it through SmoothAP's sigmoid at the "
+                              "Monitor's tau = 0.01")
+    assert "give Monitor(tau=...) a width on your scores' scale" in message
+    assert said[0].filename == __file__  # the training loop's line
+
+
+def test_cosines_are_not_said(tmp_path):
+    assert _said(tmp_path, [1.0, 1.0]) == []
+
+
+def test_a_run_without_a_quantity_at_tau_reads_nothing_and_says_nothing(tmp_path):
+    assert _said(tmp_path, [5.0], quantities=[Margins(every(1))]) == []
+
+
+def test_the_check_reads_the_first_step_with_a_quantity_at_tau_only(tmp_path):
+    assert _said(tmp_path, [1.0, 5.0]) == []  # one host read per run: the first step's
+    said = _said(tmp_path / "later", [5.0, 5.0],
+                 quantities=[OperatingRegion(lambda step: step == 1)])  # fmt: skip
+    assert [str(w.message).split(":")[1] for w in said] == [" step 1"]
+
+
+def test_embeddings_of_any_norm_are_not_said(tmp_path):
+    # on embeddings the Monitor scores cosines itself, whatever the rows' norms
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, every=1) as monitor:
+            watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            watched(_embeddings(0, 50.0).requires_grad_(), LABELS).backward()
+            monitor.step()
+    assert [w for w in caught if "cosine scores" in str(w.message)] == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_scores_that_are_not_finite_are_left_to_the_not_finite_warning(tmp_path, value):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, every=1) as monitor:
+            watched = monitor.watch(supcon, inputs="in_batch_scores")
+            embeddings = _embeddings(0, 1.0).requires_grad_()
+            scores = embeddings @ embeddings.T
+            scores = scores.masked_fill(torch.eye(B, dtype=torch.bool).roll(1, 1), value)
+            watched(scores, POSITIVES).backward()
+            monitor.step()
+    assert [w for w in caught if "cosine scores" in str(w.message)] == []
+
+
+def test_negative_squared_distances_are_said_by_their_magnitude(tmp_path):
+    # scores that are all <= 0 (a loss on -||x - y||^2): their magnitude is what is read
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, every=1) as monitor:
+            watched = monitor.watch(supcon, inputs="in_batch_scores")
+            embeddings = _embeddings(0, 3.0).requires_grad_()
+            scores = -torch.cdist(embeddings, embeddings).square()
+            watched(scores, POSITIVES).backward()
+            monitor.step()
+    said = [str(w.message) for w in caught if "cosine scores" in str(w.message)]
+    rows = _embeddings(0, 3.0)
+    largest = float(torch.cdist(rows, rows).square().max())
+    assert len(said) == 1 and f"holds values up to {largest:.4g} in magnitude" in said[0], said
