@@ -618,6 +618,8 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
         raise GradlabError(f"{error} (the default --batch-sizes {default} of gradlab study "
                            f"{arguments.name}: pass --batch-sizes)") from None
     _check_study_fits(arguments, max(sizes))
+    image_studies.check_training_length(dataset.labels, sizes, arguments.epochs,
+                                        argument="--epochs")  # fmt: skip
 
 
 def _check_study_fits(arguments: argparse.Namespace, largest: int) -> None:

@@ -48,6 +48,7 @@ from gradlab.experiments.runtime import (
 )
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
+from gradlab.memory import refuse_beyond_free
 from gradlab.progress import progress
 from gradlab.validation import check_positive_finite, check_positive_int, check_temperature
 
@@ -383,10 +384,52 @@ def _setup(
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     dataset, record = trainable_classes(dataset)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names), left_out=record)
+    check_training_length(dataset.labels, sizes, epochs)
     if images_now:
         check_images(dataset.paths, f"images in the {dataset.split} split")  # not deep in a run
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
     return dataset, sizes, seeds, record
+
+
+STEP_BYTES = 1536
+"""Host memory a training step holds until its run ends, beside its batch's ``8 m`` bytes of
+indices: two small tensors (the index batch's and the loss's; about 520 and 730 bytes each,
+measured as resident memory over 200,000 of them with torch 2.13 on Linux)."""
+
+
+def check_training_length(labels: torch.Tensor, sizes: Sequence[int], epochs: int,
+                          argument: str = "epochs") -> None:
+    """Refuse, before any work, ``epochs`` whose batches (drawn up front) and per-step losses
+    need more host memory than is free at the largest run: ``steps x (8 m + STEP_BYTES)``.
+
+    Args:
+        labels: the training split's ``[N]`` class labels.
+        sizes: the batch sizes m, trained one after another.
+        epochs: epochs per m.
+        argument: the name the error gives ``epochs`` (``"--epochs"`` on the command line).
+
+    Raises:
+        GradlabError: naming ``epochs``, the steps it makes and the memory they need.
+
+    Example:
+        >>> import torch
+        >>> labels = torch.arange(40) % 10
+        >>> try:
+        ...     check_training_length(labels, [8], 10**15)
+        ... except GradlabError as error:
+        ...     print(str(error).split(", whose")[0])
+        epochs 1000000000000000: 5,000,000,000,000,000 optimizer steps at m = 8
+    """
+    def need(size: int) -> tuple[int, int]:
+        steps = epochs * len(FixedCountBatches(labels, size, PER_CLASS, seed=0))
+        return steps * (8 * size + STEP_BYTES), steps
+
+    size = max(sizes, key=lambda m: need(m)[0])
+    bytes_needed, steps = need(size)
+    refuse_beyond_free(bytes_needed, "cpu", lambda need_gib, free_gib: (
+        f"{argument} {epochs}: {steps:,} optimizer steps at m = {size}, whose batches and "
+        f"losses are held in memory: at least {need_gib} GiB, more than the {free_gib} GiB "
+        "available; pass fewer epochs"))
 
 
 def _check_images_of(trained: ImageFolderSplit, test: ImageFolderSplit) -> None:

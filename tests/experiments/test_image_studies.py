@@ -309,6 +309,11 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
         ({"--backbone": "tests.helpers.backbones:nothing"}, "has no function 'nothing'"),
         ({"--data": "EMPTY"}, "must hold at least two class folders"),
         ({"--epochs": "0"}, "--epochs must be a positive integer; got 0"),
+        # every batch is drawn before training: 10^15 epochs grew memory without end
+        ({"--epochs": "1000000000000000"}, r"--epochs 1000000000000000: [0-9,]+ optimizer "
+                                           r"steps at m = [0-9]+, whose batches and losses are "
+                                           r"held in memory: at least [0-9.]+ GiB, more than the "
+                                           r"[0-9.]+ GiB available; pass fewer epochs"),
         ({"--batch-sizes": "8,30"}, "--batch-sizes must be a multiple of 4"),
         ({"--batch-sizes": "8,x"}, "must be integers separated by commas"),
         ({"--batch-sizes": "8,64"}, r"at most 4 x 4 classes = 16"),
@@ -631,3 +636,37 @@ def test_a_bad_device_or_slope_threshold_from_python_is_refused_before_training(
         run(class_halves, **small, **options)
     assert str(raised.value) == message
     assert "training" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("free", "refused"), [(8_000_000, False), (7_999_999, True)])
+def test_epochs_are_refused_when_their_batches_and_losses_outgrow_free_memory(
+    monkeypatch, free, refused
+):
+    # 40 images: 5 batches of 8 per epoch (3 of 16); each step holds 8 m bytes of indices and
+    # STEP_BYTES of tensors, so 1000 epochs at m = 8 hold 5000 x (64 + 1536) = 8,000,000 bytes,
+    # more than m = 16's 3000 x (128 + 1536)
+    import torch
+
+    from gradlab import memory
+    from gradlab.errors import GradlabError
+    from gradlab.experiments.image_studies import STEP_BYTES, check_training_length
+
+    assert STEP_BYTES == 1536
+    monkeypatch.setattr(memory, "available_bytes", lambda device: free)
+    labels = torch.arange(40) % 10
+    if not refused:
+        check_training_length(labels, [16, 8], 1000)
+        return
+    with pytest.raises(GradlabError, match=r"^epochs 1000: 5,000 optimizer steps at m = 8, "
+                                           r"whose batches and losses are held in memory"):
+        check_training_length(labels, [16, 8], 1000)
+
+
+def test_the_python_study_refuses_epochs_beyond_memory_before_training(class_halves):
+    from gradlab.errors import GradlabError
+    from gradlab.experiments.image_studies import p_vs_batch_size_on_images
+
+    with pytest.raises(GradlabError, match=r"^epochs 1000000000000000: [0-9,]+ optimizer steps"):
+        p_vs_batch_size_on_images(class_halves, backbone="tests.helpers.backbones:"
+                                  "four_channel_resnet", embedding_dim=8, image_size=16,
+                                  batch_sizes=[8], epochs=10**15)  # fmt: skip
