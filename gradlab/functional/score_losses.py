@@ -86,7 +86,8 @@ def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tens
         if positives.dtype != torch.bool:
             raise GradlabError(
                 f"positives must be a [Q, C] bool mask or [B] integer labels; got a 2-D "
-                f"{positives.dtype} tensor"
+                f"{positives.dtype} tensor (a 0/1 mask: pass positives.bool(), or build it as "
+                "torch.eye(B, dtype=torch.bool))"
             )
         check_shape("positives", positives, scores.shape, "one flag per score")
         return positives

@@ -323,6 +323,10 @@ def test_the_degenerate_check_stays_on_the_input_device(name):
         (dict(positives=torch.zeros(2, dtype=torch.float32)),
          r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 1-D "
          r"torch.float32 tensor$"),
+        (dict(positives=torch.eye(2)),  # torch.eye's default dtype: a 0/1 float mask
+         r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 2-D "
+         r"torch.float32 tensor \(a 0/1 mask: pass positives.bool\(\), or build it as "
+         r"torch.eye\(B, dtype=torch.bool\)\)$"),
         (dict(positives=torch.zeros(2, 2, dtype=torch.bool, device="meta")),
          r"^positives is a meta tensor \(a shape without values\)"),
     ],
