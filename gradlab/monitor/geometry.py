@@ -85,9 +85,10 @@ class Geometry(Quantity):
                  ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)")),
              reading=("How close the positives' unit embeddings are (alignment) and how evenly "
                       "the batch spreads over the sphere (uniformity). Read the two together: "
-                      "from a collapsed start (every cosine near 1) alignment rises while "
-                      "uniformity falls as the batch spreads out, which is training working, "
-                      "not failing.")),
+                      "a run that starts collapsed (every cosine near 1) sees alignment rise "
+                      "while uniformity falls as its batch spreads out, which is training "
+                      "working, not failing; from a spread-out start, alignment falling is the "
+                      "positives drawing together.")),
         Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
              "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
              "scale)",

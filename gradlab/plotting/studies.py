@@ -20,10 +20,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import LogLocator
 
 from gradlab.experiments import digit_scenes
 from gradlab.monitor.sinks import decode_value
-from gradlab.plotting.style import isolated_points, log_scale, step_axis
+from gradlab.plotting.style import PlainLogFormatter, isolated_points, log_scale, step_axis
 
 
 def _load(source: dict | str | Path) -> dict:
@@ -331,17 +332,29 @@ def _count_scale(axis) -> None:
     """A log axis for counts that span decades; a symmetric log one, linear up to the decade
     of the smallest positive count, when a line reaches 0 (no active negative: a log axis
     drops such a line off its frame, and 0 is what the reader must see), 0 then half a decade
-    above the frame's lower edge."""
+    above the frame's lower edge and its top the power of ten at or above the largest count.
+    A log axis is ticked and labelled at 1, 2 and 5 of each decade."""
     values = [float(v) for line in axis.get_lines() for v in line.get_ydata() if np.isfinite(v)]
     positive = [v for v in values if v > 0]
     if not positive:
         return
     if min(values) > 0:
         log_scale(axis)
+        # ticks at 1, 2 and 5 of each decade, all labelled: past a decade or so matplotlib
+        # labels powers of ten alone, and 110 to 148 under a highest label of 100 were not read
+        axis.yaxis.set_minor_locator(LogLocator(base=10.0, subs=(2.0, 5.0)))
+        axis.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False,
+                                                         minor_thresholds=(math.inf, math.inf)))
+        decade = 10.0 ** math.floor(math.log10(max(positive)))  # a labelled tick above all
+        axis.set_ylim(top=next(step * decade for step in (1, 2, 5, 10)
+                               if step * decade >= max(positive)))  # fmt: skip
         return
     threshold = 10.0 ** math.floor(math.log10(min(positive)))
     log_scale(axis, linthresh=threshold)
-    axis.set_ylim(bottom=-0.5 * threshold)
+    # up to the power of ten at or above the largest count: a symmetric log axis labels powers
+    # of ten alone, the highest then above every count
+    top = 10.0 ** math.ceil(math.log10(max(positive)))
+    axis.set_ylim(bottom=-0.5 * threshold, top=top)
 
 
 def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:

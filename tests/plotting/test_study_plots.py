@@ -1023,3 +1023,32 @@ def test_the_titles_plus_minus_sign_is_drawn_in_the_figures_font(tmp_path):
         figure.suptitle("bars: mean ± std")
         figure.savefig(tmp_path / "sign.png")
     plt.close(figure)
+
+
+@pytest.mark.parametrize(("largest", "top"), [(148, 200), (31, 50), (100, 100), (7.5, 10)])
+def test_active_negatives_are_ticked_at_1_2_5_up_to_a_labelled_tick_above_all(
+    drawn, largest, top
+):
+    # 110 to 148 under a highest label of 100 could not be read off
+    result = _anatomy(directions=("i2t",))
+    for encoder in result["runs"].values():
+        for run in encoder.values():
+            run["anatomy"]["i2t"]["active_negatives"] = [[largest, 6, 3], [largest, 5, 3]]
+    figure = drawn(module.plot_scene_anatomy, result)
+    active = figure.axes[0]
+    assert active.get_yscale() == "log" and active.get_ylim()[1] == pytest.approx(top)
+    figure.canvas.draw()
+    shown = [float(label.get_text()) for minor in (False, True)
+             for label in active.get_yticklabels(minor=minor)
+             if label.get_text() and active.get_ylim()[0] <= label.get_position()[1] <= top]
+    mantissas = {round(value / 10 ** math.floor(math.log10(value))) for value in shown}
+    assert top in shown and mantissas <= {1, 2, 5} and len(shown) >= 2, shown
+
+
+def test_active_negatives_reaching_0_are_framed_up_to_the_power_of_ten_above_all(drawn):
+    result = _anatomy(directions=("i2t",))
+    for encoder in result["runs"].values():
+        for run in encoder.values():
+            run["anatomy"]["i2t"]["active_negatives"] = [[148, 6, 0], [140, 5, 0]]
+    active = drawn(module.plot_scene_anatomy, result).axes[0]
+    assert active.get_yscale() == "symlog" and active.get_ylim()[1] == pytest.approx(1000)
