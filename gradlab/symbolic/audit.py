@@ -497,12 +497,18 @@ def _item_lines(items: list[str], width: int) -> list[str]:
 
 
 def _unevaluable_said(records: list[dict]) -> str:
-    """`` (N of them forms the check cannot evaluate)`` of the killed mutants of ``records``
-    whose verdict was ``inconclusive`` (rejected without being shown wrong), or ``""``: a count
-    of killed mutants says apart those it never refuted."""
+    """`` (N refuted, M forms the check cannot evaluate: rejected, not shown wrong)`` of the
+    killed mutants of ``records``, M those whose verdict was ``inconclusive``, or ``""`` when
+    M is 0: a count of killed mutants says apart those it never refuted, in the words of the
+    audit's summary (refuted, cannot be evaluated)."""
+    results = [o for r in records for o in r.get("mutant_results", ())]
     unevaluated = sum(bool(o.get("killed")) and o.get("verdict") == "inconclusive"
-                      for r in records for o in r.get("mutant_results", ()))  # fmt: skip
-    return f" ({unevaluated} of them forms the check cannot evaluate)" if unevaluated else ""
+                      for o in results)  # fmt: skip
+    if not unevaluated:
+        return ""
+    refuted = sum(r.get("mutants_killed", 0) for r in records) - unevaluated
+    return (f" ({refuted} refuted, {unevaluated} forms the check cannot evaluate: rejected, "
+            "not shown wrong)")
 
 
 def _counts_row(records: list[dict]) -> str:

@@ -847,8 +847,9 @@ def test_the_mutant_summary_says_how_many_killed_mutants_the_check_could_not_eva
     assert results["two"] == "fails" and results["three"] == "inconclusive"
     # every mutant is killed (3 raises; the others are not one), one of them unevaluated
     assert records[0]["mutants_killed"] == records[0]["mutants"]
-    assert (f"killed: {records[0]['mutants']} (1 of them forms the check cannot evaluate);"
-            in mutant_summary(records))
+    total = records[0]["mutants"]
+    assert (f"killed: {total} ({total - 1} refuted, 1 forms the check cannot evaluate: "
+            "rejected, not shown wrong);" in mutant_summary(records))
     assert "cannot evaluate" not in mutant_summary(run_audit([_one_claim()], mutants=True))
 
 
@@ -984,7 +985,8 @@ def test_killed_mutants_the_check_could_not_evaluate_are_counted_apart():
     assert [o["verdict"] for o in stray] == ["inconclusive"] and stray[0]["killed"]
     unevaluable = sum(o["killed"] and o["verdict"] == "inconclusive" for o in results)
     total, killed = len(results), sum(o["killed"] for o in results)
-    said = f" ({unevaluable} of them forms the check cannot evaluate)"
+    said = (f" ({killed - unevaluable} refuted, {unevaluable} forms the check cannot evaluate: "
+            "rejected, not shown wrong)")
     assert _mutants_line(record) == f"- mutants killed: {killed} of {total}{said}"
     row = next(line for line in format_markdown([record]).splitlines()
                if line.startswith("| all papers"))
