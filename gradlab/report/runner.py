@@ -139,6 +139,11 @@ def run_report(
         + ".",
         "",
     ]  # fmt: skip
+    left_out = [name for name in SECTIONS if name not in names]
+    if left_out:  # a partial report says so before its findings
+        intro += [f"This report ran {len(names)} of the {len(SECTIONS)} sections "
+                  f"({', '.join(names)}; `--only`); not run: {', '.join(left_out)}.", ""]
+    results["sections_not_run"] = left_out
     markdown: list[str] = []
     rendered: dict[str, tuple[dict, str]] = {}
     cpu_started_report, children_started = time.process_time(), _children_cpu()

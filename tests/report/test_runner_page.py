@@ -103,3 +103,19 @@ def test_every_link_of_the_page_and_of_summary_md_has_its_anchor(tmp_path, monke
     page = (tmp_path / "index.html").read_text()
     hrefs = re.findall(r'href="#([^"]+)"', page)
     assert "figure-1" in hrefs and set(hrefs) <= set(re.findall(r' id="([^"]+)"', page))
+
+
+def test_a_partial_report_says_which_sections_it_ran_and_which_it_did_not(
+    tmp_path, monkeypatch, quiet
+):
+    monkeypatch.setattr(runner, "SECTIONS", {"one": _section("one"), "two": _section("two"),
+                                             "three": _section("three")})  # fmt: skip
+    results = runner.run_report(tmp_path, only=["two"], device="cpu", workers=1)
+    page = (tmp_path / "summary.md").read_text()
+    assert ("This report ran 1 of the 3 sections (two; `--only`); not run: one, three.\n"
+            in page)  # fmt: skip
+    assert page.index("not run: one, three") < page.index("## two")
+    assert results["sections_not_run"] == ["one", "three"]
+    whole = runner.run_report(tmp_path / "all", device="cpu", workers=1)
+    assert "not run" not in (tmp_path / "all" / "summary.md").read_text()
+    assert whole["sections_not_run"] == []
