@@ -214,7 +214,9 @@ class Monitor:
             own).
         config: extra JSON-ready settings stored in the header record (not its own keys
             ``preset``, ``tau`` and ``tau_from``, which the Monitor writes from its options).
-        resume: continue the run in ``log_dir``.
+        resume: continue the run in ``log_dir``; a folder without a run starts a new one at
+            step 0 (one command serves a job's first launch and each restart; check the
+            path: a mistyped one starts afresh too).
         overwrite: replace the run in ``log_dir``.
 
     Every option but ``log_dir`` is a field of :class:`~gradlab.monitor.config.MonitorConfig`
