@@ -198,13 +198,18 @@ _MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py
                    # a batch's own score matrix; Temperature on a loss of one's own
                    "tests/monitor/test_in_batch_scores.py",
                    "tests/monitor/test_temperature_warnings.py",
+                   # a learnable temperature; a score matrix beyond cosines' range
+                   "tests/monitor/test_temperature_inverse.py",
+                   "tests/monitor/test_scores_beyond_cosines.py",
                    # what a record describes: copies at the call, display calls, close()
                    "tests/monitor/test_values_at_the_call.py",
                    *(f"--deselect=tests/monitor/{test}" for test in (  # where warnings point
                        "test_in_batch_scores.py::"
                        "test_the_diagonal_positives_warning_points_at_the_call",
                        "test_temperature_warnings.py::"
-                       "test_both_warnings_point_at_the_callers_step"))]  # fmt: skip
+                       "test_both_warnings_point_at_the_callers_step",
+                       "test_scores_beyond_cosines.py::"
+                       "test_the_warning_points_at_the_training_loop"))]  # fmt: skip
 _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
 # The fault-injection tests, but the one that checks where the warning points: mutmut's

@@ -54,7 +54,11 @@ def test_dot_products_are_said_once_with_their_largest_entry(tmp_path):
                               "gradient_counts read it through SmoothAP's sigmoid at the "
                               "Monitor's tau = 0.01")
     assert "give Monitor(tau=...) a width on your scores' scale" in message
-    assert said[0].filename == __file__  # the training loop's line
+
+
+def test_the_warning_points_at_the_training_loop(tmp_path):
+    (said,) = _said(tmp_path, [5.0])
+    assert said.filename == __file__  # the line that called monitor.step()
 
 
 def test_cosines_are_not_said(tmp_path):
