@@ -325,6 +325,9 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
     study.add_argument("--render", action="store_true",
                        help="train nothing: draw the figures and write summary.md and "
                        "index.html from the JSON an earlier run left in --out")
+    study.add_argument("--no-progress", action="store_true",
+                       help="no progress output (default: bars on a terminal, one line per "
+                       "stage otherwise)")  # fmt: skip
 
 
 AMP_ON_CPU = ("--amp on cpu: the backbone runs under torch.autocast in bfloat16 (--amp on CUDA is "
@@ -342,7 +345,7 @@ def _device_type(device: str) -> str:
     return torch.device(device).type
 
 
-RENDER_READS = ("--out", "--render")
+RENDER_READS = ("--out", "--render", "--no-progress")
 """The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
 
 
@@ -383,6 +386,10 @@ def _run_study(arguments: argparse.Namespace) -> None:
     )
 
     name = arguments.name
+    if arguments.no_progress:
+        from gradlab.progress import set_progress_mode
+
+        set_progress_mode("off")
     if arguments.render:
         for option, text in _given(arguments):  # the run's own settings are in its JSON already
             if option not in RENDER_READS:

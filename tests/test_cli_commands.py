@@ -110,6 +110,7 @@ HELP = {
         "--overwrite": ("replace the results of an earlier study run in --out",
                         "without it such an --out is refused"),
         "--render": ("train nothing", "an earlier run left in --out"),
+        "--no-progress": ("no progress output", "one line per stage otherwise)"),
     }),
     "plan": ("peak extra memory and time per step of a loss at a batch size: measured on the "
              "device if it is here (cpu, cuda), else estimated from a stated model", {
@@ -1658,7 +1659,7 @@ def _usage(command):
                  "[--embedding-dim EMBEDDING_DIM] [--image-size IMAGE_SIZE] "
                  "[--batch-sizes BATCH_SIZES] [--epochs EPOCHS] [--seeds SEEDS] [--lr LR] "
                  "[--amp] [--loader-workers N] [--device DEVICE] [--out OUT] [--overwrite] "
-                 "[--render] NAME",
+                 "[--render] [--no-progress] NAME",
         "plan": f"[-h] [--loss {{{','.join(PLAN_LOSSES)}}}] --batch-size BATCH_SIZE --dim DIM "
                 "[--per-class PER_CLASS] [--device DEVICE] [--estimate]",
         "check-equivalence": f"[-h] [--loss {{{','.join(LOSSES)}}}] [--processes PROCESSES] "

@@ -70,3 +70,16 @@ def test_a_split_embedded_without_a_stage_name_says_nothing(data, capsys):
     assert capsys.readouterr().err == ""
     embed_split(model, split, desc="embedding the test split")  # named: a stage of its own
     assert stages(capsys.readouterr().err) == [("embedding the test split", "1 batch")]
+
+
+@pytest.mark.slow
+def test_no_progress_silences_every_stage_as_in_report_and_audit(data, tmp_path, capsys):
+    code = main(["study", "p-vs-batch-size", "--data", str(data), "--out",
+                 str(tmp_path / "out"), "--no-progress", *FAST])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert stages(err) == [] and " done (" not in err
+    set_progress_mode("lines")  # the fixture's mode again, for the same run said stage by stage
+    assert main(["study", "p-vs-batch-size", "--data", str(data), "--out",
+                 str(tmp_path / "again"), *FAST]) == 0  # fmt: skip
+    assert stages(capsys.readouterr().err) != []
