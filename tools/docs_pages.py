@@ -195,7 +195,7 @@ def readme_findings(root: Path) -> str:
     fails = sum(r["verdict"] == "fails" for r in records)
     untestable = sum(r["verdict"] == "not-testable-here" for r in records)
     from gradlab.report.summaries import with_verb
-    from gradlab.symbolic.audit import distinct_problems, failure_split
+    from gradlab.symbolic.audit import distinct_problems, failure_split, printed_numbers_said
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)
@@ -223,7 +223,7 @@ def readme_findings(root: Path) -> str:
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
         "by computation ([per paper](docs/audit.md)):\n"
-        f"  - {with_verb(holds, 'holds', 'hold')} as printed;\n"
+        f"  - {with_verb(holds, 'holds', 'hold')} as printed{printed_numbers_said(records)};\n"
         # (each with a correction that holds: the verdict is given only when it is re-checked)
         f"  - {with_verb(corrected, 'is', 'are')} wrong as printed{kinds('holds-with-correction')}"
         f", each with a correction that holds; {with_verb(fails, 'is', 'are')} wrong with none "

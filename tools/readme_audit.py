@@ -37,6 +37,7 @@ def audit_block(records: list[dict]) -> str:
         WRONG_AS_PRINTED,
         distinct_problems,
         failure_split,
+        printed_numbers_said,
     )
     from gradlab.symbolic.claims import FAILURE_WORDS, VERDICTS
     from gradlab.symbolic.seeds import SEEDS, paper_label
@@ -62,7 +63,8 @@ def audit_block(records: list[dict]) -> str:
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
-        f"{with_verb(counts['holds'], 'holds', 'hold')} as printed, "
+        f"{with_verb(counts['holds'], 'holds', 'hold')} as printed"
+        f"{printed_numbers_said(records)}, "
         f"{with_verb(counts['holds-with-correction'], 'is', 'are')} wrong as printed"
         f"{kinds('holds-with-correction')}, with a "
         "correction that holds (each correction checked by the same computation), "

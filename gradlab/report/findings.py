@@ -134,7 +134,7 @@ def _headlines(records: list[dict]) -> list[Finding]:
 
 
 def _audit(results: dict) -> list[Finding]:
-    from gradlab.symbolic.audit import failure_split
+    from gradlab.symbolic.audit import failure_split, printed_numbers_said
 
     counts = results["counts"]
     total = sum(counts.values())
@@ -146,7 +146,8 @@ def _audit(results: dict) -> list[Finding]:
 
     text = (
         f"The audit checks {_counted(total, 'printed claim')}{_texts(records)} by computation: "
-        f"{with_verb(counts.get('holds', 0), 'holds', 'hold')} as printed, "
+        f"{with_verb(counts.get('holds', 0), 'holds', 'hold')} as printed"
+        f"{printed_numbers_said(records)}, "
         f"{with_verb(counts.get('holds-with-correction', 0), 'is', 'are')} wrong as printed"
         f"{kinds('holds-with-correction')}, "
         "with a correction that holds (each correction re-checked), "

@@ -464,7 +464,7 @@ def format_table(records: list[dict], width: int = 110) -> str:
             killed = (f"{record['mutants_killed']}/{record['mutants']}".ljust(8)
                       if with_mutants else "")  # fmt: skip
             statement = record["claim"]["statement"] + (
-                " (checked on the printed numbers only)" if _on_printed_numbers(record) else "")
+                " (checked on the printed numbers only)" if on_printed_numbers(record) else "")
             wrapped = textwrap.wrap(statement, room) or [""]
             row = f"{'  ' + record['label']:{id_width}} {record['verdict']:21} {killed}"
             if beside:
@@ -709,15 +709,39 @@ def _verdict_cell(record: dict, badge: dict[str, str]) -> str:
     (its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`): it holds of the
     table, and nothing was rerun."""
     verdict = badge.get(record["verdict"], record["verdict"])
-    if _on_printed_numbers(record):
+    if on_printed_numbers(record):
         return f"{verdict}, on the printed numbers only"
     return verdict
 
 
-def _on_printed_numbers(record: dict) -> bool:
+def on_printed_numbers(record: dict) -> bool:
     """Whether ``record`` is a claim about the authors' experiments checked on the numbers
-    they printed: its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`."""
+    they printed: its detail says :data:`~gradlab.symbolic.claims.PRINTED_RESULTS_ONLY`.
+
+    Example:
+        >>> from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY
+        >>> on_printed_numbers({"detail": f"Table 2 adds up. {PRINTED_RESULTS_ONLY}"})
+        True
+        >>> on_printed_numbers({"detail": "SymPy simplifies the difference to 0."})
+        False
+    """
     return PRINTED_RESULTS_ONLY in record.get("detail", "")
+
+
+def printed_numbers_said(records: list[dict]) -> str:
+    """`` (N on the authors' printed numbers alone)`` of the records that hold, N those
+    :func:`on_printed_numbers` (a table's arithmetic holds of the table, not of the
+    experiment), or ``""`` when N is 0: what a count of claims that hold says apart.
+
+    Example:
+        >>> from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY
+        >>> records = [{"verdict": "holds", "detail": PRINTED_RESULTS_ONLY},
+        ...            {"verdict": "holds", "detail": "by SymPy"}]
+        >>> printed_numbers_said(records)
+        " (1 on the authors' printed numbers alone)"
+    """
+    count = sum(r["verdict"] == "holds" and on_printed_numbers(r) for r in records)
+    return f" ({count} on the authors' printed numbers alone)" if count else ""
 
 
 def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Path | None) -> None:

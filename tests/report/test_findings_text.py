@@ -648,3 +648,21 @@ def test_the_findings_say_what_the_claims_wrong_as_printed_got_wrong_from_their_
             "a legal input), with a correction that holds (each correction re-checked), 1 is "
             "wrong with no correction that holds (1 has the wrong shape or type) and 0 stay "
             "inconclusive") in audit
+
+
+def test_claims_that_hold_on_the_authors_printed_numbers_alone_are_said_apart():
+    # a table's arithmetic holds of the table, not of the experiment: "2 hold as printed" alone
+    # read as two derivations that hold
+    from gradlab.symbolic.claims import PRINTED_RESULTS_ONLY
+
+    records = [_record(BROWN, "eq1", "holds", detail="SymPy: the difference is 0."),
+               _record(BROWN, "table", "holds", detail=f"The sums agree. {PRINTED_RESULTS_ONLY}"),
+               _record(BROWN, "claim", "fails", "diagonal",
+                       detail=f"A row is off. {PRINTED_RESULTS_ONLY}")]  # fmt: skip
+    audit = {"counts": {"holds": 2, "fails": 1}, "records": records}
+    line = _lines({"audit": (audit, "text")})[-1]
+    assert ("2 hold as printed (1 on the authors' printed numbers alone), 0 are wrong as "
+            "printed" in line)  # fmt: skip
+    records[1]["detail"] = "The sums agree."
+    line = _lines({"audit": (audit, "text")})[-1]
+    assert "2 hold as printed, 0 are wrong" in line and "printed numbers" not in line
