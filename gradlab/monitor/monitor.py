@@ -1530,7 +1530,8 @@ class Monitor:
         except GradlabError as error:  # it names the quantity, the schedule, what it returned
             if self.strict or self._first_step is None:
                 raise
-            self._disable(quantity, error, method="its schedule", step=step)
+            self._disable(quantity, error, method="its schedule", step=step,
+                          shared=self._sharing_schedule(quantity))  # fmt: skip
             return False
         except Exception as error:
             if self.strict or self._first_step is None:
@@ -1539,8 +1540,16 @@ class Monitor:
                     f"raised for step {step}: {type(error).__name__}: {error} (a schedule is "
                     "called as schedule(step) and returns True or False)"
                 ) from error
-            self._disable(quantity, error, method="its schedule", step=step)
+            self._disable(quantity, error, method="its schedule", step=step,
+                          shared=self._sharing_schedule(quantity))  # fmt: skip
             return False
+
+    def _sharing_schedule(self, quantity: Quantity) -> list[Quantity]:
+        """The other enabled quantities on ``quantity``'s own schedule object (``every=``
+        gives every quantity the same one): a schedule that raises disables them together,
+        under one warning."""
+        return [q for q in self.quantities if q is not quantity and q.name not in self.disabled
+                and q.schedule is quantity.schedule]  # fmt: skip
 
     def _fail(self, quantity: Quantity, error: Exception, method: str, step: int) -> None:
         """``quantity``'s ``method`` raised at ``step``: with ``strict=True`` a GradlabError
@@ -1554,10 +1563,12 @@ class Monitor:
         self._disable(quantity, error, method=method, step=step)
 
     def _disable(self, quantity: Quantity, error: Exception, returned: bool = False,
-                 method: str | None = None, step: int | None = None) -> None:  # fmt: skip
+                 method: str | None = None, step: int | None = None,
+                 shared: list[Quantity] = ()) -> None:  # fmt: skip
         """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning
         holds the traceback; a GradlabError, which says what of the input it refuses, its
-        message alone), or ``returned`` what it cannot log (the reason alone)."""
+        message alone), or ``returned`` what it cannot log (the reason alone). ``shared``: the
+        quantities on the same schedule that raised, disabled with it under the same warning."""
         where = f" in {method}" if method else ""
         whose = _whose_copy()
         step = self.step_count if step is None else step
@@ -1572,10 +1583,16 @@ class Monitor:
             said = (f"raised{where} and is disabled{whose} (strict=True raises instead)"
                     f"{unkept}:\n{message}")
             note = f"raised{where}: {type(error).__name__}: {error}"  # its last line, not all
-        self.disabled[quantity.name] = message
-        self._note(quantity.name, step, note)  # the log's one line
+        for each in (quantity, *shared):
+            self.disabled[each.name] = message
+            self._note(each.name, step, note)  # the log's one line
+        who = f"quantity {quantity.name!r}"
+        if shared:  # one schedule, one warning
+            names = ", ".join(repr(q.name) for q in shared)
+            who = (f"quantity {quantity.name!r} (and {names}, on the same schedule, with "
+                   "it)")  # fmt: skip
         warnings.warn(
-            f"gradlab.Monitor: step {step}: quantity {quantity.name!r} {said}",
+            f"gradlab.Monitor: step {step}: {who} {said}",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

@@ -412,3 +412,38 @@ def test_a_recorded_schedule_is_read_up_to_200_characters():
     read = schedule_from_record(padded(200))
     assert read is not None and [step for step in range(7) if read(step)] == [0, 3, 6]
     assert schedule_from_record(padded(201)) is None
+
+
+def test_one_schedule_that_raises_for_every_quantity_is_one_warning_naming_them_all(tmp_path):
+    """every= gives every quantity the same schedule: when it raised, each of the preset's
+    quantities warned with its own traceback (eight warnings for one error). Now the first
+    asked is disabled with the others on that schedule, under one warning; a quantity on a
+    schedule of its own is asked as before."""
+    import torch
+
+    import gradlab
+    from gradlab.monitor import EmbeddingNorms, Loss, Margins
+
+    def shared(step):
+        return step < 2 or 1 // 0
+
+    quantities = [Loss(), EmbeddingNorms(), Margins(lambda step: True)]
+    for quantity in quantities[:2]:
+        quantity.schedule = shared
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    labels = torch.arange(8) % 2
+    with gradlab.Monitor(tmp_path, quantities=quantities) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.warns(RuntimeWarning) as caught:
+            records = []
+            for _ in range(3):
+                loss_fn(embeddings, labels).backward()
+                records.append(monitor.step())
+    said = [str(w.message) for w in caught if "schedule" in str(w.message)]
+    assert len(said) == 1, said
+    assert said[0].startswith("gradlab.Monitor: step 2: quantity 'loss' (and 'embedding_norm', "
+                              "on the same schedule, with it) raised in its schedule and is "
+                              "disabled")
+    assert sorted(monitor.disabled) == ["embedding_norm", "loss"]
+    assert sorted(records[2]["disabled"]) == ["embedding_norm", "loss"]
+    assert "margin_mean" in records[2]  # its own schedule: still logged
