@@ -181,7 +181,13 @@ def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
         raise GradlabError(f"quantity {quantity.name!r}: not_applicable() must return a str "
                            f"(why the watched loss cannot serve it) or None (it can); got "
                            f"{said!r}")  # fmt: skip
-    return said or adapter.why_not(quantity.needs)
+    if said:
+        return said
+    reason = adapter.why_not(quantity.needs)
+    fewer = quantity.fewer_needs() if reason else None
+    if fewer is not None and adapter.why_not(fewer[0]) is None:  # what would serve it
+        reason += f"; {fewer[1]}"
+    return reason
 
 
 class Monitor:

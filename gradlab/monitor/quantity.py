@@ -288,6 +288,19 @@ class Quantity:
             return 2
         return 1 if self.needs & INPUT_NEEDS else 0
 
+    def fewer_needs(self) -> tuple[frozenset[str], str] | None:
+        """A smaller set of needs this quantity's keys could mostly be logged with, and what
+        to pass for it (a setting of the quantity's own), or None. When the watched loss
+        cannot meet :attr:`needs` but meets these, the reason the Monitor gives in
+        ``not_logged`` ends with that advice. Default: None.
+
+        Example:
+            >>> from gradlab.monitor import Quantity
+            >>> Quantity().fewer_needs() is None
+            True
+        """
+        return None
+
     def not_applicable(self, loss: object) -> str | None:
         """Why this quantity, as it is configured, has nothing to log for the watched loss
         ``loss`` although its needs are met (the Monitor lists it in ``not_logged``), or None.

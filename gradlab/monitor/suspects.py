@@ -119,6 +119,21 @@ class Suspects(Quantity):
         self.needs = frozenset({"scores", "score_grad"} if gradient else {"scores"})
         self._said_columns_only = False
 
+    def fewer_needs(self) -> tuple[frozenset[str], str] | None:
+        """Without ``dL/dS``: ``gradient=False`` logs every key but ``suspects_gradient_share``.
+
+        Example:
+            >>> from gradlab.monitor import Suspects
+            >>> Suspects(margin=0.0).fewer_needs()[1]
+            'Suspects(..., gradient=False) logs its other keys without dL/dS'
+            >>> Suspects(margin=0.0, gradient=False).fewer_needs() is None
+            True
+        """
+        if "score_grad" not in self.needs:
+            return None
+        return (self.needs - {"score_grad"},
+                "Suspects(..., gradient=False) logs its other keys without dL/dS")
+
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
         scores = batch.scores

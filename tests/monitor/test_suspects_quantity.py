@@ -391,3 +391,34 @@ def test_a_view_without_score_captures_is_not_taken_for_a_loss_of_the_columns():
         warnings.simplefilter("error")
         values = Suspects(margin=0.0).compute(view)
     assert "suspects_gradient_share" not in values and "suspects_count" in values
+
+
+def test_a_loss_without_a_score_matrix_is_told_the_gradient_free_suspects(tmp_path):
+    # the reason named rewriting the loss; gradient=False logs the other keys as it is
+    from gradlab.monitor import Quantity
+
+    class NeedsTheGradientStill(Quantity):  # offers fewer needs that the loss cannot meet
+        name, keys = "still", ("still_x",)
+        needs = frozenset({"scores", "score_grad", "embedding_grad"})
+
+        def fewer_needs(self):
+            return frozenset({"score_grad"}), "pass something else"
+
+        def compute(self, batch):  # pragma: no cover - never served here
+            return {}
+
+    embeddings = torch.randn(16, 8, requires_grad=True)
+    labels = torch.arange(4).repeat_interleave(4)
+    with pytest.warns(UserWarning, match="cannot be logged"), gradlab.Monitor(
+        tmp_path / "with", quantities=[Suspects(every(1), labels=lambda: labels),
+                                       NeedsTheGradientStill(every(1))]) as monitor:  # fmt: skip
+        monitor.watch(lambda rows, classes: rows.pow(2).mean())(embeddings, labels).backward()
+        assert monitor.step() is None
+    assert monitor.not_logged["suspects"].endswith(
+        "; Suspects(..., gradient=False) logs its other keys without dL/dS")
+    assert "pass something else" not in monitor.not_logged["still"]
+    with gradlab.Monitor(tmp_path / "without", quantities=[
+            Suspects(every(1), labels=lambda: labels, gradient=False)]) as monitor:  # fmt: skip
+        monitor.watch(lambda rows, classes: rows.pow(2).mean())(embeddings, labels).backward()
+        record = monitor.step()
+    assert {"suspects_count", "suspects_per_query", "suspects_top_k_share"} <= set(record)
