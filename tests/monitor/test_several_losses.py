@@ -164,3 +164,24 @@ def test_two_watched_losses_of_one_class_are_told_apart_in_the_warning(tmp_path)
         "watched loss SmoothAPLoss, then another watched loss SmoothAPLoss); the step logs the "
         "last call's batch, so its values (the loss among them) are those of the one called "
         "last alone, not of their sum (later such steps are not warned about)"]
+
+
+def test_two_monitors_follow_the_two_terms_of_one_objective(tmp_path):
+    # the docs' recipe: a Monitor per loss, one backward, both stepped; each logs its own
+    # loss, and both the whole objective's embedding gradient
+    embeddings = torch.randn(16, 8, generator=torch.Generator().manual_seed(4),
+                             dtype=torch.float64, requires_grad=True)  # fmt: skip
+    labels = torch.arange(4).repeat_interleave(4)
+    first, second = gradlab.SmoothAPLoss(0.05), gradlab.SmoothAPLoss(0.2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path / "a", every=1) as one, Monitor(tmp_path / "b", every=1) as two:
+            loss = one.watch(first)(embeddings, labels) + two.watch(second)(embeddings, labels)
+            loss.backward()
+            records = one.step(), two.step()
+    assert [str(w.message) for w in caught] == []
+    for record, loss_fn in zip(records, (first, second), strict=True):
+        assert record["loss"] == pytest.approx(loss_fn(embeddings.detach(), labels).item(),
+                                               rel=1e-12)  # fmt: skip
+        whole = float(torch.sqrt(sum(g * g for g in embeddings.grad.flatten())))
+        assert record["embedding_grad_norm"] == pytest.approx(whole, rel=1e-9)
