@@ -1045,8 +1045,26 @@ class Monitor:
         warnings.warn(message.format(reading=", ".join(reading)), RuntimeWarning,
                       stacklevel=caller_stacklevel(packages))  # fmt: skip
 
-    def _warn_no_gradient(self, step: int, due: list[Quantity]) -> None:
-        """A logged step closed before backward reached its watched call."""
+    def _warn_no_gradient(self, step: int, due: list[Quantity],
+                          loss: torch.Tensor | None = None) -> None:  # fmt: skip
+        """A logged step closed before backward reached its watched call; said apart when
+        the call's loss was not finite (one host read, at the first such step): a loop that
+        skips backward for it."""
+        if self._no_gradient_warned:
+            return
+        value = None
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.device.type != "meta":
+            value = float(loss.detach())
+        if value is not None and not math.isfinite(value):
+            self._warn_gradient_unread(
+                "_no_gradient_warned", due, GRADIENT_NEEDS,
+                f"gradlab.Monitor: step {step}'s watched loss was {value} and got no backward, "
+                "so {reading} logged nothing for it: a loop that skips backward and the "
+                "optimizer step for a loss that is not finite should skip monitor.step() too, "
+                "so that the records stay one per optimizer step (later such steps are not "
+                "warned about)",
+            )  # fmt: skip
+            return
         self._warn_gradient_unread(
             "_no_gradient_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: monitor.step() closed step {step} before backward reached the "
@@ -1337,7 +1355,7 @@ class Monitor:
             batch.parameter_grads.clear()
             batch.not_backpropagated = True
         elif batch.gradient_arrived is False:
-            self._warn_no_gradient(step, due)
+            self._warn_no_gradient(step, due, batch.loss)
         if batch.no_graph:
             self._warn_no_graph(step, due)
         if batch.embeddings_outside_graph:

@@ -6,6 +6,7 @@ a header and nothing else, and nothing tells why.
 """
 
 import inspect
+import math
 import warnings
 
 import pytest
@@ -276,3 +277,35 @@ def test_a_call_that_builds_no_graph_says_which_quantities_log_nothing(tmp_path)
         "warned about)")
     assert "embedding_grad_norm" in reading and "anatomy" in reading
     assert all("loss" in record and "embedding_grad_norm" not in record for record in records)
+
+
+def _cosine_loss(rows, labels, scale=1.0):  # a user's loss; scale nan makes it not finite
+    unit = torch.nn.functional.normalize(rows, dim=1)
+    return (1 - unit @ unit.T).mean() * scale
+
+
+@pytest.mark.parametrize(("scale", "said"), [
+    (float("nan"), "step 1's watched loss was nan and got no backward"),
+    (float("inf"), "step 1's watched loss was inf and got no backward"),
+    (1.0, "monitor.step() closed step 1 before backward reached the inputs"),  # skipped anyway
+])  # fmt: skip
+def test_a_step_whose_loss_was_not_finite_and_skipped_is_told_to_skip_the_step(
+    tmp_path, scale, said
+):
+    # the hint was to call monitor.step() after backward, which the loop did not skip by
+    # mistake: it skipped backward for a loss that was not finite
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, every=1) as monitor:
+            watched = monitor.watch(_cosine_loss)
+            for step in range(3):
+                rows = torch.randn(8, 4, requires_grad=True)
+                loss = watched(rows, torch.arange(4).repeat(2), scale if step == 1 else 1.0)
+                if step != 1:  # the loop skips step 1's backward
+                    loss.backward()
+                monitor.step()
+    messages = [str(w.message) for w in caught if "embedding_grad_norm logged nothing" in
+                str(w.message)]  # fmt: skip
+    assert len(messages) == 1 and said in messages[0], messages
+    skip = "should skip monitor.step() too" in messages[0]
+    assert skip == (not math.isfinite(scale))
