@@ -261,6 +261,24 @@ MINIATURE_DATA = "digit strings built from scikit-learn's digits"
 """The data of the report's P study, named where its results predate their own ``data`` entry."""
 
 
+def _t_test_words(trend: str, change: str) -> str:
+    """What the paired t-test over seeds and m says beside a change read against the seed
+    spread: that it agrees, that it cannot confirm it (``unclear``: the two tests part, said
+    so rather than side by side), or what it reads.
+
+    Example:
+        >>> _t_test_words("unclear", "rises")
+        ' (a paired t-test over seeds and m cannot confirm it: unclear)'
+        >>> _t_test_words("rises", "rises")
+        ' (a paired t-test over seeds and m agrees: rises)'
+    """
+    if trend == change:
+        return f" (a paired t-test over seeds and m agrees: {trend})"
+    if trend == "unclear":
+        return " (a paired t-test over seeds and m cannot confirm it: unclear)"
+    return f" (a paired t-test over seeds and m reads: {trend})"
+
+
 def p_vs_batch_size_sentences(results: dict) -> list[str]:
     """The P-against-batch-size finding as sentences: first the paper's claim, the audit's
     verdict and the miniature run as context, then one sentence per measured outcome (the
@@ -295,7 +313,7 @@ def p_vs_batch_size_sentences(results: dict) -> list[str]:
             change = (f"stays within the seed spread ({span})" if off["change"] == "within_spread"
                       else f"{off['change']} from {span}, beyond the seed spread")  # fmt: skip
             trend = setting.get("parts", {}).get("P without the diagonal")
-            test = f" (paired t-test over seeds and m: {trend})" if trend is not None else ""
+            test = "" if trend is None else _t_test_words(trend, off["change"])
             parts.append(
                 f"Without each query's own entry (1/m of P: {off['diagonal_first']:g} at "
                 f"m = {sizes[0]}), P there {change}{test}.")  # fmt: skip

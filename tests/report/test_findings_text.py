@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from gradlab.experiments.p_vs_batch_size import MODEL, PER_CLASS, settings
 from gradlab.report.findings import (
     BATCH_SIZE_CLAIM,
@@ -607,8 +609,8 @@ def test_p_without_the_diagonal_is_said_where_the_1_over_m_term_hides_its_change
         f"({_cell([p[0] for p in flat])} to {_cell([p[1] for p in flat])})."
     assert sentences[2].startswith(
         f"Without each query's own entry (1/m of P: 0.0625 at m = 16), P there rises from "
-        f"{_cell(first)} to {_cell(last)}, beyond the seed spread (paired t-test over seeds and "
-        "m: ")  # fmt: skip
+        f"{_cell(first)} to {_cell(last)}, beyond the seed spread (a paired t-test over seeds "
+        "and m ")  # fmt: skip
     # P falls, P without its diagonal stays: said as within the spread, with no t-test words
     # where the summary gives no trend of the parts
     summary = {"settings": {"fixed_trained": {
@@ -666,3 +668,26 @@ def test_claims_that_hold_on_the_authors_printed_numbers_alone_are_said_apart():
     records[1]["detail"] = "The sums agree."
     line = _lines({"audit": (audit, "text")})[-1]
     assert "2 hold as printed, 0 are wrong" in line and "printed numbers" not in line
+
+
+@pytest.mark.parametrize(("trend", "words"), [
+    ("rises", "(a paired t-test over seeds and m agrees: rises)"),
+    ("unclear", "(a paired t-test over seeds and m cannot confirm it: unclear)"),
+    ("falls", "(a paired t-test over seeds and m reads: falls)"),
+])  # fmt: skip
+def test_the_t_test_beside_a_change_beyond_the_spread_says_whether_it_agrees(trend, words):
+    # "rises ..., beyond the seed spread (paired t-test over seeds and m: unclear)" read as a
+    # contradiction: the two tests part, and the sentence now says so
+    from gradlab.report.findings import p_vs_batch_size_sentences
+
+    measurement = {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+                   "settings": {"fixed_trained": {"P": [[0.3, 0.3]] * 3,
+                                                  "P_diagonal": [[1 / 16, 1 / 256]] * 3}}}
+    summary = {"settings": {"fixed_trained": {
+        "first": [0.4, 0.4], "last": [0.4, 0.4], "change": "within_spread",
+        "off_diagonal": {"first": [0.2, 0.2], "last": [0.3, 0.3], "change": "rises",
+                         "diagonal_first": 0.0625},
+        "parts": {"P without the diagonal": trend}}}, "claim": {"verdict": "holds"}}
+    said = p_vs_batch_size_sentences({"p_vs_batch_size": measurement,
+                                      "p_vs_batch_size_summary": summary})  # fmt: skip
+    assert said[2].endswith(f"beyond the seed spread {words}."), said[2]
