@@ -171,6 +171,9 @@ def check_report_in_browser(
                 for found in probe["images"]
             ]
             result.problems += [f"HTML shown as text: {tag}" for tag in probe["rawTags"]]
+            if probe["width"] > width:  # the reader scrolls the whole page sideways
+                result.problems.append(f"page wider than the window: {probe['width']} CSS "
+                                       f"pixels at a width of {width}")  # fmt: skip
             top = folder / "top.png"
             page.screenshot(path=str(top))
             result.screenshots.append(top)

@@ -24,11 +24,13 @@ body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; max
        margin: 2em auto; padding: 0 1em; color: #1d2430; line-height: 1.5; }
 h1 { border-bottom: 3px solid #2f6db5; padding-bottom: .3em; }
 h2 { border-bottom: 1px solid #c9d3e0; padding-bottom: .2em; margin-top: 2em; color: #1f4d85; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; display: block;
+        max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #c9d3e0; padding: 4px 8px; text-align: left; vertical-align: top; }
 th { background: #eef3f9; }
 img { max-width: 100%; border: 1px solid #e3e8ef; margin: .5em 0; }
-code { background: #f3f5f8; padding: 1px 4px; border-radius: 3px; font-size: 0.9em; }
+code { background: #f3f5f8; padding: 1px 4px; border-radius: 3px; font-size: 0.9em;
+       overflow-wrap: anywhere; }
 pre { background: #f3f5f8; padding: .6em .8em; border-radius: 4px; overflow-x: auto; }
 pre code { padding: 0; }
 .holds { background: #e3f4e6; } .holds-with-correction { background: #fff4d6; }

@@ -116,3 +116,19 @@ def test_tiles_cover_a_section_exactly_without_overlap(top, height, limit, bound
 def test_a_bad_tile_height_is_refused_before_the_browser_starts(tmp_path, bad):
     with pytest.raises(GradlabError, match="max_tile_height"):
         check_report_in_browser(_report(tmp_path / "ok", SOUND), max_tile_height=bad)
+
+
+WIDE_TABLE = "| " + " | ".join(f"column {n}" for n in range(30)) + " |\n|" + " --- |" * 30 + \
+    "\n| " + " | ".join(f"value {n}" for n in range(30)) + " |"
+
+
+@pytest.mark.slow
+def test_a_narrow_window_scrolls_a_wide_table_not_the_page(tmp_path):
+    # at 420 px the report's audit tables widened the page to 751 px
+    narrow = check_report_in_browser(_report(tmp_path / "table", SOUND + "\n\n" + WIDE_TABLE),
+                                     tmp_path / "shots", width=420)  # fmt: skip
+    assert narrow.ok, narrow.problems
+    unbreakable = SOUND + "\n\n" + "x" * 400  # no table, no code: the page itself widens
+    wide = check_report_in_browser(_report(tmp_path / "word", unbreakable), tmp_path / "more",
+                                   width=420)  # fmt: skip
+    assert [p for p in wide.problems if p.startswith("page wider than the window: ")], wide.problems
