@@ -86,11 +86,17 @@ def audit_block(records: list[dict]) -> str:
         + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in VERDICTS) + " |",
     ]  # fmt: skip
+    per_text = 0
     for key, seed in SEEDS.items():
         mine = [r for r in records if r["seed"] == key]
         cells = " | ".join(str(sum(r["verdict"] == v for r in mine)) for v in VERDICTS)
         lines.append(f"| {seed.citation()} | {len(mine)} | "
                      f"{distinct_problems(mine)} | {cells} |")  # fmt: skip
+        per_text += distinct_problems(mine)
+    if per_text != distinct_problems(failing):  # a problem of two texts of one paper
+        lines += ["", f"The texts' distinct problems add up to {per_text}, against "
+                  f"{distinct_problems(failing)} in all: a problem printed in two texts of one "
+                  "paper counts in each text's row and once in all."]  # fmt: skip
     lines += ["", "Every claim that does not simply hold, with what its printed form got wrong "
               "(for one wrong as printed) and its root cause where several claims share one:",
               "", "| paper | claim | verdict | as printed, it | root cause | statement |",
