@@ -190,11 +190,12 @@ def test_a_sound_page_is_ok_and_every_section_is_one_screenshot_to_its_end(
 ):
     browser = _install(monkeypatch, _Browser(_probe(THREE, height=2000.0, width=1333)))
     shots = tmp_path / "new" / "shots"
-    result = check_report_in_browser(report, shots, chromium=chromium, width=1000, height=640)
+    # the screenshots' clips take the page's own width (1333), here within the window's
+    result = check_report_in_browser(report, shots, chromium=chromium, width=1400, height=640)
     assert result.ok and result.problems == []
     assert browser.launched == {"executable_path": str(chromium), "args": CHROMIUM_ARGS}
     (page,) = browser.pages
-    assert page.viewport == {"width": 1000, "height": 640}
+    assert page.viewport == {"width": 1400, "height": 640}
     assert page.visited == ((report / "index.html").resolve().as_uri(), "load")
     names = ["top.png", "section-01-key-findings.png", "section-02-audit.png",
              "section-03-untitled.png"]  # fmt: skip
@@ -401,3 +402,16 @@ def test_the_command_help_is_plain_text_without_backticks(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "`" not in out
     assert "render index.html in headless Chromium" in out
+
+
+@pytest.mark.parametrize(("page_width", "problems"), [
+    (1000, []),
+    (1001, ["page wider than the window: 1001 CSS pixels at a width of 1000"]),
+])  # fmt: skip
+def test_a_page_wider_than_its_window_is_a_problem(
+    monkeypatch, report, chromium, tmp_path, page_width, problems
+):
+    _install(monkeypatch, _Browser(_probe(THREE, height=2000.0, width=page_width)))
+    result = check_report_in_browser(report, tmp_path / "shots", chromium=chromium, width=1000,
+                                     height=640)  # fmt: skip
+    assert result.problems == problems
