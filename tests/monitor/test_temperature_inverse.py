@@ -82,7 +82,16 @@ def test_a_temperature_given_as_a_scale_is_said_once_naming_inverse(tmp_path, lo
     record, said = _logged(tmp_path, parameter, log_scale, inverse=False)
     assert record["temperature_scale"] == pytest.approx(T, rel=1e-6)  # read as s, wrongly
     assert len(said) == 1, said
-    assert "disagree" in said[0] and "inverse=True" in said[0], said[0]
+    closed, observed, scale = (record[f"temperature_{key}"] for key in (
+        "log_scale_grad", "log_scale_grad_observed", "scale"))  # fmt: skip
+    assert said[0] == (
+        f"gradlab.Monitor: step 0: temperature_log_scale_grad = {closed:.4g} (closed form) and "
+        "the parameter's gradient as dL/d log s, temperature_log_scale_grad_observed = "
+        f"{observed:.4g}, disagree: they agree when the watched loss is the objective's only "
+        f"InfoNCE term and scale= is the s = {scale:.4g} it multiplies its scores by. A "
+        "parameter holding the temperature t = 1 / s (logits S / t) needs "
+        "Temperature(scale=..., inverse=True) (log_scale=True for log t); a wrong direction=, "
+        "or another term of the objective on the parameter, also parts them")
 
 
 def _with_a_term_on_the_parameter(tmp_path, share):
@@ -110,8 +119,9 @@ def test_the_closed_form_and_the_gradient_are_said_to_part_beyond_ten_percent(
 
 @pytest.mark.parametrize(("make", "match"), [
     (lambda: Temperature(scale=T, inverse="yes"), "inverse must be True or False; got 'yes'"),
-    (lambda: Temperature(inverse=True), r"inverse=True reads scale= as a temperature t = 1 / s, "
-                                        "but no scale was given"),
+    (lambda: Temperature(inverse=True), r"^inverse=True reads scale= as a temperature t = 1 / s, "
+                                        r"but no scale was given; pass scale= the temperature "
+                                        r"\(its log with log_scale=True\)$"),
     (lambda: Temperature(scale=-1.0, inverse=True),
      r"scale must be a temperature t > 0 and finite; got -1.0"),
     (lambda: Temperature(scale=math.inf, log_scale=True, inverse=True),
