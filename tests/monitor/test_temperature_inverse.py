@@ -130,3 +130,36 @@ def test_the_closed_form_and_the_gradient_are_said_to_part_beyond_ten_percent(
 def test_bad_inverse_settings_are_refused_naming_the_value(make, match):
     with pytest.raises(GradlabError, match=match):
         make()
+
+
+def test_a_sigmoid_loss_with_a_learnable_scale_logs_its_gradient_and_says_nothing(tmp_path):
+    # SigLIP's loss is no softmax: no closed form to compare the parameter's gradient with
+    log_scale = torch.nn.Parameter(torch.tensor(math.log(10.0)))
+    quantity = Temperature(every(1), scale=log_scale, log_scale=True, logits=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(gradlab.SigLIPLoss(scale=1.0, bias=0.0), inputs="scores")
+            logits = log_scale.exp() * _scores().requires_grad_()
+            watched(logits, torch.eye(B, dtype=torch.bool)).backward()
+            record = monitor.step()
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+    assert "temperature_log_scale_grad" not in record
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(
+        log_scale.grad.item(), rel=1e-6)  # log_scale: dL/d log s is its own gradient
+
+
+def test_scores_that_are_not_finite_are_not_said_to_part_the_two(tmp_path):
+    parameter = torch.nn.Parameter(torch.tensor(math.log(T)))
+    quantity = Temperature(every(1), scale=parameter, log_scale=True, inverse=True,
+                           direction="i2t")  # fmt: skip
+    scores = _scores()
+    scores[0, 1] = math.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(_info_nce(parameter, True), inputs="scores")
+            watched(scores.requires_grad_(), torch.eye(B, dtype=torch.bool)).backward()
+            record = monitor.step()
+    assert math.isnan(record["temperature_log_scale_grad"])
+    assert [str(w.message) for w in caught if "disagree" in str(w.message)] == []
