@@ -421,7 +421,7 @@ def check_training_length(labels: torch.Tensor, sizes: Sequence[int], epochs: in
         epochs 1000000000000000: 5,000,000,000,000,000 optimizer steps at m = 8
     """
     def need(size: int) -> tuple[int, int]:
-        steps = epochs * len(FixedCountBatches(labels, size, PER_CLASS, seed=0))
+        steps = epochs * -(-len(labels) // size)  # FixedCountBatches: ceil(N / m) an epoch
         return steps * (8 * size + STEP_BYTES), steps
 
     size = max(sizes, key=lambda m: need(m)[0])
