@@ -670,3 +670,17 @@ def test_the_python_study_refuses_epochs_beyond_memory_before_training(class_hal
         p_vs_batch_size_on_images(class_halves, backbone="tests.helpers.backbones:"
                                   "four_channel_resnet", embedding_dim=8, image_size=16,
                                   batch_sizes=[8], epochs=10**15)  # fmt: skip
+
+
+def test_an_epochs_last_short_batch_is_counted(monkeypatch):
+    # 44 images in batches of 8: ceil(44 / 8) = 6 batches an epoch, the last one short
+    import torch
+
+    from gradlab import memory
+    from gradlab.errors import GradlabError
+    from gradlab.experiments.image_studies import check_training_length
+
+    labels = torch.arange(44) % 11
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 6000 * (64 + 1536) - 1)
+    with pytest.raises(GradlabError, match=r"^epochs 1000: 6,000 optimizer steps at m = 8"):
+        check_training_length(labels, [8], 1000)
