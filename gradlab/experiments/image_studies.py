@@ -420,12 +420,11 @@ def check_training_length(labels: torch.Tensor, sizes: Sequence[int], epochs: in
         ...     print(str(error).split(", whose")[0])
         epochs 1000000000000000: 5,000,000,000,000,000 optimizer steps at m = 8
     """
-    def need(size: int) -> tuple[int, int]:
+    def need(size: int) -> tuple[int, int, int]:
         steps = epochs * -(-len(labels) // size)  # FixedCountBatches: ceil(N / m) an epoch
-        return steps * (8 * size + STEP_BYTES), steps
+        return steps * (8 * size + STEP_BYTES), steps, size
 
-    size = max(sizes, key=lambda m: need(m)[0])
-    bytes_needed, steps = need(size)
+    bytes_needed, steps, size = max(need(m) for m in sizes)
     refuse_beyond_free(bytes_needed, "cpu", lambda need_gib, free_gib: (
         f"{argument} {epochs}: {steps:,} optimizer steps at m = {size}, whose batches and "
         f"losses are held in memory: at least {need_gib} GiB, more than the {free_gib} GiB "

@@ -358,6 +358,25 @@ def test_a_schedule_set_on_a_quantity_after_it_was_made_is_named_when_every_repl
         f"{log_spaced()!r}); leave every out to keep theirs"]
 
 
+def _logged_with_warnings(folder, quantities, steps):
+    """``(monitor, records, warnings)`` of ``steps`` SmoothAP steps logged with ``quantities``
+    (a warning expected among them)."""
+    import torch
+
+    import gradlab
+
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    labels = torch.arange(8) % 2
+    with gradlab.Monitor(folder, quantities=quantities) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.warns(RuntimeWarning) as caught:
+            records = []
+            for _ in range(steps):
+                loss_fn(embeddings, labels).backward()
+                records.append(monitor.step())
+    return monitor, records, caught
+
+
 def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_on(tmp_path):
     """A schedule read from a list of planned steps ran past its end at step 3: IndexError
     came out of monitor.step() and ended the training loop. The quantity is disabled with a
@@ -368,16 +387,8 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
     from gradlab.monitor import EmbeddingNorms, Loss
 
     planned = [0, 1, 5]
-    embeddings = torch.randn(8, 4, requires_grad=True)
-    labels = torch.arange(8) % 2
-    with gradlab.Monitor(tmp_path / "run", quantities=[
-            Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
-        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-        with pytest.warns(RuntimeWarning) as caught:
-            records = []
-            for _ in range(5):
-                loss_fn(embeddings, labels).backward()
-                records.append(monitor.step())
+    _, records, caught = _logged_with_warnings(tmp_path / "run", [
+        Loss(), EmbeddingNorms(lambda step: planned[step] == step)], steps=5)  # fmt: skip
     said = [str(w.message) for w in caught if "embedding_norm" in str(w.message)]
     assert len(said) == 1
     # planned[3] does not exist: its schedule raises when asked for step 3
@@ -390,6 +401,7 @@ def test_a_schedule_that_raises_mid_run_disables_its_quantity_and_training_goes_
         ["loss", "step"], ["disabled", "loss", "step"], ["loss", "step"]]
     assert records[3]["disabled"] == {"embedding_norm": "step 3: raised in its schedule: "
                                                         "IndexError: list index out of range"}
+    embeddings, labels = torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2
     with gradlab.Monitor(tmp_path / "strict", strict=True, quantities=[
             Loss(), EmbeddingNorms(lambda step: planned[step] == step)]) as monitor:  # fmt: skip
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
@@ -419,9 +431,6 @@ def test_one_schedule_that_raises_for_every_quantity_is_one_warning_naming_them_
     quantities warned with its own traceback (eight warnings for one error). Now the first
     asked is disabled with the others on that schedule, under one warning; a quantity on a
     schedule of its own is asked as before."""
-    import torch
-
-    import gradlab
     from gradlab.monitor import EmbeddingNorms, Loss, Margins
 
     def shared(step):
@@ -430,15 +439,7 @@ def test_one_schedule_that_raises_for_every_quantity_is_one_warning_naming_them_
     quantities = [Loss(), EmbeddingNorms(), Margins(lambda step: True)]
     for quantity in quantities[:2]:
         quantity.schedule = shared
-    embeddings = torch.randn(8, 4, requires_grad=True)
-    labels = torch.arange(8) % 2
-    with gradlab.Monitor(tmp_path, quantities=quantities) as monitor:
-        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-        with pytest.warns(RuntimeWarning) as caught:
-            records = []
-            for _ in range(3):
-                loss_fn(embeddings, labels).backward()
-                records.append(monitor.step())
+    monitor, records, caught = _logged_with_warnings(tmp_path, quantities, steps=3)
     said = [str(w.message) for w in caught if "schedule" in str(w.message)]
     assert len(said) == 1, said
     assert said[0].startswith("gradlab.Monitor: step 2: quantity 'loss' (and 'embedding_norm', "
