@@ -103,9 +103,9 @@ def _version() -> str:
 
 
 def _section_names() -> list[str]:
-    from gradlab.report.runner import SECTIONS
+    from gradlab.report import SECTION_NAMES
 
-    return list(SECTIONS)
+    return list(SECTION_NAMES)
 
 
 EXTRA_OF_COMMAND = {

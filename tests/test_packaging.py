@@ -72,6 +72,26 @@ def test_import_gradlab_imports_no_optional_dependency_beyond_what_torch_imports
     assert set(baseline) <= {"tqdm"}  # the check above is only meaningful if torch imports little
 
 
+@pytest.mark.slow
+def test_the_help_of_every_command_imports_no_optional_dependency_beyond_what_torch_imports():
+    # `gradlab report --help` used to import the whole report (SymPy, SciPy, matplotlib and the
+    # studies: seconds) to list its section names
+    baseline = heavy_modules_after("import numpy, torch")
+    for command in ("report", "audit", "plot", "study"):
+        statement = (f"import contextlib, io\n        from gradlab.cli import main\n        "
+                     f"with contextlib.redirect_stdout(io.StringIO()):\n            try:\n"
+                     f"                main([{command!r}, '--help'])\n"
+                     f"            except SystemExit:\n                pass")
+        assert set(heavy_modules_after(statement)) - set(baseline) == set(), command
+
+
+def test_the_report_s_section_names_are_its_sections_in_order():
+    from gradlab.report import SECTION_NAMES
+    from gradlab.report.runner import SECTIONS
+
+    assert list(SECTION_NAMES) == list(SECTIONS)
+
+
 def test_the_heavy_packages_are_installed_here_so_the_import_check_means_something():
     missing = [name for name in HEAVY if not is_installed(name)]
     assert missing == [], "the dev extra should install every optional package"
@@ -563,7 +583,7 @@ def test_the_report_without_its_plotting_packages_names_the_studies_extra():
                     raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         sys.meta_path.insert(0, Refuse())
         try:
-            import gradlab.report
+            from gradlab.report import run_report
         except Exception as error:
             print(type(error).__name__, error.extra, str(error).split(";")[0])
     """)
