@@ -506,7 +506,7 @@ def _unevaluable_said(records: list[dict]) -> str:
                       for o in results)  # fmt: skip
     if not unevaluated:
         return ""
-    refuted = sum(r.get("mutants_killed", 0) for r in records) - unevaluated
+    refuted = sum(r["mutants_killed"] for r in records) - unevaluated
     return (f" ({refuted} refuted, {unevaluated} forms the check cannot evaluate: rejected, "
             "not shown wrong)")
 

@@ -27,6 +27,7 @@ from gradlab.symbolic.audit import (
     format_table,
     mutant_shortfalls,
     mutant_summary,
+    printed_numbers_said,
     problem_key,
     run_audit,
     summary_counts,
@@ -815,6 +816,26 @@ def test_a_claim_checked_on_printed_numbers_says_so_wherever_its_verdict_is_show
         assert summary.endswith(f"x is one ({plain}{only if said else ''})</summary>")
         start = lines.index(summary)
         assert f"- verdict: {verdict}{only if said else ''}" in lines[start:start + 12]
+
+
+def test_the_count_of_claims_that_hold_says_apart_those_on_printed_numbers_alone():
+    # of the claims that hold, those decided on the authors' printed table alone; a failing or
+    # corrected claim on printed numbers, and a derivation that holds, are not among them
+    def table(form):
+        return decide(form.value == 1, "the table's rows agree.", "they do not.")
+
+    cases = (("t1", 1, PRINTED_RESULTS_ONLY), ("t2", 2, PRINTED_RESULTS_ONLY), ("t3", 1, ""),
+             ("t4", 1, f"Context. {PRINTED_RESULTS_ONLY} More."), ("t5", 1, PRINTED_RESULTS_ONLY))
+    records = run_audit([Claim("mine", label, "x is one", Form(sp.Integer(value), lhs="x"),
+                               table, note=note) for label, value, note in cases])
+    expected = sum(value == 1 and PRINTED_RESULTS_ONLY in note for _, value, note in cases)
+    assert expected == 3
+    assert printed_numbers_said(records) == f" ({expected} on the authors' printed numbers alone)"
+    corrected = {**records[0], "verdict": "holds-with-correction"}
+    assert printed_numbers_said([corrected, *records[1:]]) == (
+        f" ({expected - 1} on the authors' printed numbers alone)")
+    assert printed_numbers_said([r for r in records if r["label"] in ("t2", "t3")]) == ""
+    assert printed_numbers_said([]) == ""
 
 
 def test_the_terminal_table_says_which_claims_rest_on_printed_numbers():
