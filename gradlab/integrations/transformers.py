@@ -239,6 +239,15 @@ class LossForward:
         return self.forward(*args, **kwargs)
 
 
+def _reference(trainer: Any) -> Callable[[], Any]:
+    """A weak reference to ``trainer`` (the callback does not keep it alive), or a plain one to
+    a trainer that takes none."""
+    try:
+        return weakref.ref(trainer)
+    except TypeError:
+        return lambda: trainer
+
+
 class GradlabTrainerCallback(TrainerCallback):
     """Run a :class:`gradlab.Monitor` inside ``transformers.Trainer.train`` (module docstring).
 
@@ -286,6 +295,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
         self._began = False  # a train() opened this callback's Monitor
+        self._trainer: Callable[[], Any] | None = None  # the Trainer it was last attached to
         self._several_losses = False  # the attached trainer's loss is a dict (one per dataset)
         self._warned_order = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
@@ -409,8 +419,10 @@ class GradlabTrainerCallback(TrainerCallback):
             The callback.
 
         Raises:
-            GradlabError: ``trainer`` has no ``callback_handler``, or it holds another
-                GradlabTrainerCallback with the same folder or the same ``prefix``.
+            GradlabError: ``trainer`` has no ``callback_handler``; it holds another
+                GradlabTrainerCallback with the same folder or the same ``prefix``; or this
+                callback is in another Trainer's callbacks (a callback logs one run: each
+                trainer gets its own).
         """
         handler = getattr(trainer, "callback_handler", None)
         callbacks = getattr(handler, "callbacks", None)
@@ -419,7 +431,9 @@ class GradlabTrainerCallback(TrainerCallback):
                 "trainer must be a transformers.Trainer (with a callback_handler); got "
                 f"{type(trainer).__name__}"
             )
+        self._refuse_a_second_trainer(trainer)
         self._refuse_a_second_callback_in_the_same_folder(trainer, callbacks)
+        self._trainer = _reference(trainer)
         # a loss per dataset (sentence-transformers): a step may call only unwatched ones
         self._several_losses = isinstance(getattr(trainer, "loss", None), dict)
         if self in callbacks:
@@ -432,6 +446,24 @@ class GradlabTrainerCallback(TrainerCallback):
         self._quiet_console(callbacks)
         self._close_when_raising(trainer)
         return self
+
+    def _refuse_a_second_trainer(self, trainer: Any) -> None:
+        """Refuse ``trainer`` while another Trainer still holds this callback: both would log
+        into this callback's one run, the second train() refused as the first's rerun, or
+        (``overwrite=True``) replacing its records."""
+        other = self._trainer() if self._trainer is not None else None
+        if other is None or other is trainer:
+            return
+        handler = getattr(other, "callback_handler", None)
+        if not any(callback is self for callback in getattr(handler, "callbacks", ())):
+            return  # taken off the other trainer: free to move
+        name = type(self).__name__
+        raise GradlabError(
+            f"this {name} is attached to another Trainer already ({type(other).__name__} "
+            f"at {id(other):#x}); a callback logs one run: give each trainer its own {name} "
+            "with its own log_dir, or take it off the other first: "
+            "other_trainer.remove_callback(callback)"
+        )
 
     def _quiet_console(self, callbacks: list) -> None:
         """Keep gradlab's values off the Trainer's console lines: its printing callbacks run
@@ -562,10 +594,12 @@ class GradlabTrainerCallback(TrainerCallback):
             hint = (f"; the Trainer resumes from a checkpoint at step {resumed}: "
                     f"{name}(resume=True) continues the run's records from "
                     "there" if resumed > 0 else "")  # fmt: skip
-            again = (f"; this {name} logged an earlier train() of this trainer there: to train "
-                     "it again, replace the callback: trainer.remove_callback(callback), then "
-                     f"watch the loss with a new {name}(resume=True) (its records continue the "
-                     f"run's) or {name}(overwrite=True), and attach it"
+            again = (f"; this {name} logged an earlier train() there (a callback logs one "
+                     "run): to train that trainer again, replace the callback: "
+                     "trainer.remove_callback(callback), then watch the loss with a new "
+                     f"{name}(resume=True) (its records continue the run's) or "
+                     f"{name}(overwrite=True), and attach it; to train another trainer, give "
+                     f"it its own {name} with its own log_dir"
                      if trained_before else "")  # fmt: skip
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{name}(...){hint}){again}") from error  # fmt: skip

@@ -101,7 +101,7 @@ def test_training_the_sentence_transformers_example_again_as_the_page_says(tmp_p
     namespace = {"model": static_model(),
                  "train_dataset": Dataset.from_dict({"anchor": anchors, "positive": positives})}
     namespace = run_block(0, namespace, tmp_path, monkeypatch)
-    with pytest.raises(RunExistsError, match="to train it again, replace the callback"):
+    with pytest.raises(RunExistsError, match="to train that trainer again, replace the callback"):
         namespace["trainer"].train()  # what the page says a second train() does
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

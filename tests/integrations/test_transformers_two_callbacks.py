@@ -121,10 +121,12 @@ def test_training_the_same_trainer_again_says_how_and_that_way_works(tmp_path):
     with pytest.raises(RunExistsError) as raised:
         made.train()
     assert str(raised.value).endswith(
-        "; this GradlabTrainerCallback logged an earlier train() of this trainer there: to train "
-        "it again, replace the callback: trainer.remove_callback(callback), then watch the loss "
-        "with a new GradlabTrainerCallback(resume=True) (its records continue the run's) or "
-        "GradlabTrainerCallback(overwrite=True), and attach it")
+        "; this GradlabTrainerCallback logged an earlier train() there (a callback logs one "
+        "run): to train that trainer again, replace the callback: "
+        "trainer.remove_callback(callback), then watch the loss with a new "
+        "GradlabTrainerCallback(resume=True) (its records continue the run's) or "
+        "GradlabTrainerCallback(overwrite=True), and attach it; to train another trainer, give "
+        "it its own GradlabTrainerCallback with its own log_dir")
     with pytest.raises(GradlabError) as refused:  # a new one while the first is still there
         GradlabTrainerCallback(overwrite=True).attach(made)
     assert str(refused.value) == (
@@ -155,3 +157,29 @@ def test_resuming_with_other_settings_is_warned_at_the_train_line(tmp_path):
         made.train()
     said = [w for w in caught if "with other settings" in str(w.message)]
     assert [w.filename for w in said] == [__file__]
+
+
+def test_a_callback_attached_to_a_second_trainer_is_refused_until_the_first_lets_it_go(tmp_path):
+    # was accepted: the second trainer's train() was then refused as a rerun "of this trainer"
+    # (the first trainer's run), or with overwrite=True replaced the first trainer's records
+    first_trainer, callback = trainer(tmp_path)
+    callback.attach(first_trainer)
+    second_trainer = in_batch_trainer_class()(
+        model=tiny_bert(), args=training_arguments(tmp_path / "other", max_steps=2),
+        train_dataset=PairDataset(16),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05), inputs="scores"),
+    )  # fmt: skip
+    with pytest.raises(GradlabError) as refused:
+        callback.attach(second_trainer)
+    assert str(refused.value) == (
+        f"this GradlabTrainerCallback is attached to another Trainer already "
+        f"({type(first_trainer).__name__} at {id(first_trainer):#x}); a callback logs one run: "
+        "give each trainer its own GradlabTrainerCallback with its own log_dir, or take it off "
+        "the other first: other_trainer.remove_callback(callback)")
+    assert callback not in second_trainer.callback_handler.callbacks
+    callback.attach(first_trainer)  # the same trainer again: only moved
+    first_trainer.remove_callback(callback)  # the way the message gives
+    callback.attach(second_trainer)
+    second_trainer.train()
+    (_, records), = read_segments(tmp_path / "other" / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
