@@ -211,7 +211,9 @@ class Monitor:
         preset: ``"cheap"``, ``"default"`` or ``"full"``; ``None``: ``"default"``, or none when
             ``quantities`` are given (they replace a preset: naming one beside them is refused).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (at least one).
-        sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances (at least one).
+        sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances (at least one;
+            ``gradlab plot`` reads the ``"jsonl"`` sink's ``metrics.jsonl``: keep it beside the
+            others to plot the run).
         strict: raise a quantity's error instead of reporting it once and disabling it, and a
             sink's fault instead of warning (the record is dropped either way).
         distributed: ``"auto"`` (the global batch under ``torch.distributed``, rank 0 writes)
