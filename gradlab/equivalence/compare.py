@@ -647,6 +647,50 @@ def _refuse_dropout(model: nn.Module, batch: PairedBatch, world_size: int) -> No
         )
 
 
+_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm,
+                nn.LazyBatchNorm1d, nn.LazyBatchNorm2d, nn.LazyBatchNorm3d)  # fmt: skip
+
+
+def _batch_norms_in_training(model: nn.Module) -> list[str]:
+    """The names of ``model``'s BatchNorm modules in training mode: they normalise with the
+    statistics of the rows of each forward, so a trick that runs its forward in chunks or
+    processes normalises each with its own."""
+    return [name or type(module).__name__ for name, module in model.named_modules()
+            if isinstance(module, _BATCH_NORMS) and module.training]  # fmt: skip
+
+
+def _with_frozen_batch_norms(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose BatchNorm modules normalise with their running statistics
+    (eval mode), the rest in its own modes."""
+    frozen = copy.deepcopy(model)
+    for module in frozen.modules():
+        if isinstance(module, _BATCH_NORMS):
+            module.eval()
+    return frozen
+
+
+def _batch_norm_cause(names: list[str], frozen: EquivalenceResult | None,
+                      refused: str = "") -> str:
+    """What BatchNorm in training mode does to a candidate that differs, told by the same
+    comparison with the BatchNorm statistics frozen (``frozen``; None: ``refused`` says why
+    it could not run)."""
+    which = (f"{'module' if len(names) == 1 else 'modules'} "
+             f"{', '.join(repr(name) for name in names)}")  # fmt: skip
+    said = (f"the model has BatchNorm in training mode ({which}): it normalises each forward's "
+            "rows by their own statistics, so a candidate that runs its forward in chunks or "
+            "processes normalises each by the chunk's or the process's, not the whole batch's "
+            "as the reference does")
+    if frozen is None:
+        return f"{said}; the steps could not run again with its running statistics: {refused}"
+    if frozen.equivalent:
+        return (f"{said}; with BatchNorm's running statistics (eval mode) the two steps are "
+                "EQUIVALENT: BatchNorm's per-forward statistics are the whole difference (in "
+                "training, SyncBatchNorm across processes shares the statistics; chunks of a "
+                "gradient cache cannot)")
+    return (f"{said}; with BatchNorm's running statistics (eval mode) they still differ "
+            f"({', '.join(frozen.differing)}): the trick differs beyond BatchNorm")
+
+
 def compare_gradients(
     reference: object,
     candidate: object,
@@ -695,6 +739,10 @@ def compare_gradients(
             forward fails on (see :func:`~gradlab.equivalence.run_step`); ``world_size > 1``
             with dropout in training mode, or a forward that draws random numbers otherwise
             (``F.dropout``, noise: one forward of two rows on a copy tells).
+            A model with BatchNorm in training mode is not refused: its statistics are those
+            of each forward's rows, which a trick that splits the forward changes in training
+            too. When the candidate differs, the two steps run again with BatchNorm in eval
+            mode, and ``result.cause`` says whether that removes the difference.
             After the reference's run, before the candidate's: a reference whose every
             recorded gradient is exactly zero (nothing to compare, see :func:`compare`), or
             one with NaN or infinite values. During the candidate's run: what it refuses
@@ -729,23 +777,36 @@ def compare_gradients(
     batch = batch.to(dtype)
     if world_size > 1:  # probed as the steps run it: a float32 model on float64 rows fails
         _refuse_dropout(model, batch, world_size)
-    reference_grads = run_step(reference, model, batch)
-    _refuse_zero_reference(reference_grads)  # before the candidate's run: it would be wasted
-    if world_size == 1:
-        candidate_grads = run_step(candidate, model, batch)
-    else:
-        (candidate_grads,) = run_distributed([candidate], model, batch, world_size, timeout)
-        if getattr(candidate, "process_losses_add_up", False) is True and (
-                candidate_grads.loss is not None):  # averaged by the run: the whole is the sum
-            candidate_grads = dataclasses.replace(candidate_grads,
-                                                  loss=candidate_grads.loss * world_size)
     loss = getattr(reference, "loss", None)
     loss_name = score_objective(loss).name if loss is not None else ""
-    result = compare(
-        reference_grads, candidate_grads, batch, atol=atol, rtol=rtol,
-        reference_name=_name(reference), candidate_name=_name(candidate), loss_name=loss_name,
-    )  # fmt: skip
+
+    def compared(model: nn.Module) -> EquivalenceResult:
+        reference_grads = run_step(reference, model, batch)
+        _refuse_zero_reference(reference_grads)  # before the candidate's run: else wasted
+        if world_size == 1:
+            candidate_grads = run_step(candidate, model, batch)
+        else:
+            (candidate_grads,) = run_distributed([candidate], model, batch, world_size, timeout)
+            if getattr(candidate, "process_losses_add_up", False) is True and (
+                    candidate_grads.loss is not None):  # averaged by the run: the sum is whole
+                candidate_grads = dataclasses.replace(candidate_grads,
+                                                      loss=candidate_grads.loss * world_size)
+        return compare(
+            reference_grads, candidate_grads, batch, atol=atol, rtol=rtol,
+            reference_name=_name(reference), candidate_name=_name(candidate),
+            loss_name=loss_name,
+        )  # fmt: skip
+
+    result = compared(model)
     cause = getattr(candidate, "known_difference", None)  # a step of one's own: any object
     if not result.equivalent and isinstance(cause, str):
         result.cause = cause
+    elif not result.equivalent and (norms := _batch_norms_in_training(model)):
+        # the model's rows, not the trick: told by the same steps with the statistics frozen
+        try:
+            frozen = compared(_with_frozen_batch_norms(model))
+        except GradlabError as error:
+            result.cause = _batch_norm_cause(norms, None, f"{error}")
+        else:
+            result.cause = _batch_norm_cause(norms, frozen)
     return result
