@@ -841,6 +841,7 @@ EQUIVALENCE_TESTS = [
     "tests/equivalence/test_checks_before_work.py", "tests/equivalence/test_no_gradient.py",
     "tests/equivalence/test_nothing_compared.py", "tests/equivalence/test_randomness.py",
     "tests/equivalence/test_non_finite.py", "tests/equivalence/test_batch_norm.py",
+    "tests/equivalence/test_unsplit.py",
     # in process only: the two-process runs start gloo workers (seconds each; mutmut's
     # coverage does not follow them; their mutants are killed by hand), the cached-mnrl case
     # imports sentence-transformers

@@ -472,6 +472,9 @@ class EquivalenceResult:
             when it does (its ``known_difference``: a built-in step's local loss, a memory
             written before the loss); printed beside a NOT EQUIVALENT verdict. None: nothing
             known.
+        unsplit: why the candidate, as configured, ran its part of the batch whole (a
+            gradient cache of one chunk, one micro-batch), so that the verdict says nothing of
+            the trick; printed as a note under either verdict. None: it split it.
     """
 
     reference: str
@@ -488,6 +491,7 @@ class EquivalenceResult:
     cause: str | None = None
     batch_size: int | None = None
     fixed_classes: str | None = None
+    unsplit: str | None = None
 
     @property
     def equivalent(self) -> bool:
@@ -535,7 +539,7 @@ class EquivalenceResult:
             "tolerance": {"atol": self.atol, "rtol": self.rtol},
             "reference_loss": self.reference_loss, "candidate_loss": self.candidate_loss,
             "equivalent": self.equivalent, "differing": self.differing,
-            "class_size": self.class_size, "cause": self.cause,
+            "class_size": self.class_size, "cause": self.cause, "unsplit": self.unsplit,
             "quantities": {q.name: asdict(q) | ({} if q.recorded else dict.fromkeys(UNMEASURED))
                            for q in self.quantities},
         })  # fmt: skip
@@ -596,6 +600,8 @@ class EquivalenceResult:
             if self.cause:
                 why += f"; {self.cause}"
             lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ{why})")
+        if self.unsplit:
+            lines.append(f"note: {self.unsplit}")
         return "\n".join(lines)
 
 
@@ -798,6 +804,9 @@ def compare_gradients(
         )  # fmt: skip
 
     result = compared(model)
+    unsplit = getattr(candidate, "unsplit", None)  # a step of one's own: any object
+    if callable(unsplit) and isinstance(said := unsplit(batch, world_size), str):
+        result.unsplit = said
     cause = getattr(candidate, "known_difference", None)  # a step of one's own: any object
     if not result.equivalent and isinstance(cause, str):
         result.cause = cause

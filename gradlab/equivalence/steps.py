@@ -68,6 +68,12 @@ class Step:
         does (printed beside a NOT EQUIVALENT verdict); None: nothing known."""
         return None
 
+    def unsplit(self, batch: PairedBatch, world: int) -> str | None:
+        """Why this step, on ``batch`` in ``world`` processes, runs each process's part whole,
+        as one piece, so that a check of it says nothing of its splitting (printed as a note
+        beside the verdict); None: it splits it."""
+        return None
+
     @property
     def name(self) -> str:
         """The step and its options, without the loss: ``GradCache(chunk_size=4)``."""
@@ -158,6 +164,26 @@ class GradCache(Step):
         score_objective(self.loss)
         check_positive_int("chunk_size", self.chunk_size)
 
+    def unsplit(self, batch: PairedBatch, world: int) -> str | None:
+        """One chunk: ``chunk_size`` at least the batch size per process.
+
+        Example:
+            >>> import gradlab
+            >>> from gradlab.equivalence import synthetic_problem
+            >>> _, batch = synthetic_problem(batch_size=8)
+            >>> GradCache(gradlab.NTXentLoss(), chunk_size=4).unsplit(batch, 1) is None
+            True
+            >>> GradCache(gradlab.NTXentLoss(), chunk_size=8).unsplit(batch, 1).split(":")[0]
+            'chunk_size=8 is at least the batch size per process (8)'
+        """
+        size = batch.labels.shape[0] // world
+        if self.chunk_size < size:
+            return None
+        return (f"chunk_size={self.chunk_size} is at least the batch size per process ({size}): "
+                "the cache encodes the batch in one chunk, so this compares the batch's own "
+                "forward and says nothing of the cache's chunking; a chunk_size below "
+                f"{size} checks it")
+
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Two passes over ``batch`` in chunks; returns the loss."""
         chunks = torch.arange(batch.labels.shape[0]).split(self.chunk_size)
@@ -210,6 +236,13 @@ class Accumulation(Step):
     def __post_init__(self) -> None:
         score_objective(self.loss)
         check_positive_int("micro_batches", self.micro_batches)
+
+    def unsplit(self, batch: PairedBatch, world: int) -> str | None:
+        """One micro-batch: the whole batch, accumulated over nothing."""
+        if self.micro_batches > 1:
+            return None
+        return ("micro_batches=1: the one micro-batch is the whole batch, so this compares the "
+                "batch's own step and says nothing of accumulation; 2 or more check it")
 
     def check(self, batch: PairedBatch, world: int) -> None:
         """The micro-batches must split each process's shard evenly."""

@@ -177,6 +177,7 @@ def test_to_dict_holds_every_field_with_nan_and_inf_as_strings():
         "differing": ["dL/dtheta"],
         "class_size": None,
         "cause": None,
+        "unsplit": None,
         "quantities": {
             "dL/dtheta": {
                 **empty, "name": "dL/dtheta", "recorded": True, "max_abs": 3.0,
