@@ -27,21 +27,32 @@ def run_name(encoder: str, loss: str) -> str:
 
 def cell(values: Sequence[float], digits: int = 3) -> str:
     """``"mean ± std"`` of per-seed values; a seed whose value is undefined (NaN: a share of
-    the gradient where no negative received any) is left out and counted.
+    the gradient where no negative received any) is left out and counted. One value has no
+    spread to show: it is shown alone (``± 0.000`` would read as a measured spread of zero), and
+    a spread that rounds to zero is shown as below the last digit.
 
     Example:
         >>> cell([0.25, 0.35])
         '0.300 ± 0.050'
         >>> cell([0.25, float("nan"), 0.35]), cell([float("nan")] * 2)
         ('0.300 ± 0.050 (2 of 3 seeds)', 'undefined (every seed)')
+        >>> cell([0.25]), cell([0.25, float("nan")]), cell([0.6160, 0.6168])
+        ('0.250', '0.250 (1 of 2 seeds)', '0.616 ± <0.001')
     """
     defined = [value for value in values if value == value]
+    if not defined:
+        return "undefined (every seed)"
+    if len(defined) == 1:
+        text = f"{defined[0]:.{digits}f}"
+    else:
+        mean, std = mean_std(defined)
+        spread = f"{std:.{digits}f}"
+        if std > 0 and float(spread) == 0:
+            spread = f"<{10.0 ** -digits:.{digits}f}"
+        text = f"{mean:.{digits}f} ± {spread}"
     if len(defined) < len(values):
-        if not defined:
-            return "undefined (every seed)"
-        return f"{cell(defined, digits)} ({len(defined)} of {len(values)} seeds)"
-    mean, std = mean_std(values)
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+        text = f"{text} ({len(defined)} of {len(values)} seeds)"
+    return text
 
 
 def trend(values_per_seed: Sequence[Sequence[float]], sizes: Sequence[int], name: str) -> str:

@@ -183,7 +183,7 @@ def test_scenes_text_ranks_only_the_compared_runs_and_quotes_the_apart_ones():
     text = scenes_text(results)
     ranked, apart = text.split("Listed apart")
     assert "stuck" not in ranked
-    assert "VSE++: highest rsum with trains (200.0 ± 0.0), the only one of its losses" in ranked
+    assert "VSE++: highest rsum with trains (200.0), the only one of its losses" in ranked
     assert "VSRN: no loss above 2 x chance R@1 both ways, so its losses are not ranked." in ranked
     assert "chance 0.0100 image -> caption, 0.0100 caption -> image" in apart
     assert ("the VSE++ encoder with stuck (R@1 0.0100 image -> caption, 0.0120 caption -> "

@@ -26,6 +26,8 @@ REPORT = ["report", "--quick", "--only", "tie_aware", "--workers", "1", "--no-pr
 
 
 def _mean_std(values, digits):
+    if len(values) == 1:  # one seed: no spread to show
+        return f"{values[0]:.{digits}f}"
     return f"{statistics.fmean(values):.{digits}f} ± {statistics.pstdev(values):.{digits}f}"
 
 
