@@ -187,8 +187,10 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
             mean, std = _mean_std(values)
             colour = "tab:gray" if name in apart else "tab:blue"
             axis.errorbar(index, mean, yerr=std, fmt="o", color=colour, capsize=4, zorder=4)
-        before, _ = _mean_std(result["before"][metric])
+        before, spread = _mean_std(result["before"][metric])
         axis.axhline(before, color="tab:red", ls="--", lw=1, label="untrained")
+        if spread > 0:  # its seed spread, against which a loss's gain is read
+            axis.axhspan(before - spread, before + spread, color="tab:red", alpha=0.12, lw=0)
         axis.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
         axis.tick_params(axis="y", labelsize=10)
         axis.set_title(metric, fontsize=11)
@@ -212,7 +214,7 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     figure.suptitle(
         f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {_seeds(result)}, same "
         f"network, batches and {result['settings']['steps']} steps\n(dots: seeds; "
-        "bars: mean ± std; dashed: the untrained network)",
+        "bars: mean ± std; dashed: the untrained network, shaded: ± its std)",
         fontsize=11,
     )
     return save_figure(figure, path)

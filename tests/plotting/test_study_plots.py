@@ -20,6 +20,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.patches import Rectangle
 from PIL import Image
 
 import gradlab.plotting.studies as module
@@ -293,6 +294,11 @@ def test_each_metric_panel_draws_seeds_means_and_the_untrained_line(drawn):
         assert {t.get_fontsize() for t in axis.get_yticklabels()} == {10}
         assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
         assert not any(g.get_visible() for g in axis.get_xgridlines())
+        # its seed spread (0.1 and 0.3: std 0.1) as a band: a loss's gain is read against it
+        (band,) = [patch for patch in axis.patches if isinstance(patch, Rectangle)]
+        box = band.get_bbox()  # x: the axis's width (0 to 1), y: the data's
+        assert (box.x0, box.x1, box.y0, box.y1) == pytest.approx((0, 1, 0.1, 0.3))
+        assert to_rgba(band.get_facecolor())[:3] == to_rgba("tab:red")[:3]
     # the title names the dashed line: a legend on the first panel covered losses' bars
     assert [axis.get_legend() for axis in figure.axes] == [None] * 4
     assert "dashed: the untrained network" in figure._suptitle.get_text()
@@ -329,7 +335,7 @@ def test_the_cost_panel_draws_milliseconds_as_dots_on_a_log_axis(drawn):
     title = figure._suptitle
     assert title.get_text() == (
         "Losses on unseen 3-digit numbers, 2 seeds, same network, batches and 7 steps\n(dots: "
-        "seeds; bars: mean ± std; dashed: the untrained network)"
+        "seeds; bars: mean ± std; dashed: the untrained network, shaded: ± its std)"
     )
     assert title.get_fontsize() == 11
 
@@ -1052,3 +1058,12 @@ def test_active_negatives_reaching_0_are_framed_up_to_the_power_of_ten_above_all
             run["anatomy"]["i2t"]["active_negatives"] = [[148, 6, 0], [140, 5, 0]]
     active = drawn(module.plot_scene_anatomy, result).axes[0]
     assert active.get_yscale() == "symlog" and active.get_ylim()[1] == pytest.approx(1000)
+
+
+def test_an_untrained_network_without_spread_gets_no_band(drawn):
+    # one seed, or seeds that agree: no spread to shade
+    result = _losses()
+    result["before"] = {metric: [0.2, 0.2] for metric in result["before"]}
+    figure = drawn(module.plot_loss_comparison, result)
+    assert all(not [p for p in axis.patches if isinstance(p, Rectangle)]
+               for axis in figure.axes[:3])  # fmt: skip
