@@ -115,3 +115,30 @@ def test_negative_squared_distances_are_said_by_their_magnitude(tmp_path):
     rows = _embeddings(0, 3.0)
     largest = float(torch.cdist(rows, rows).square().max())
     assert len(said) == 1 and f"holds values up to {largest:.4g} in magnitude" in said[0], said
+
+
+def _said_of(tmp_path, scores):
+    """The scores-beyond-cosines warnings of one step on the score matrix ``scores``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, every=1) as monitor:
+            watched = monitor.watch(supcon, inputs="in_batch_scores")
+            watched(scores.clone().requires_grad_(), POSITIVES).backward()
+            monitor.step()
+    return [str(w.message) for w in caught if "cosine scores in [-1, 1]" in str(w.message)]
+
+
+@pytest.mark.parametrize(("largest", "said"), [
+    (1.0, False), (1.0 + 1e-3, False),  # a cosine rounded: at most 1, with 1e-3 to spare
+    (1.0 + 2e-3, True), (1.5, True), (-1.5, True)])  # fmt: skip
+def test_the_largest_magnitude_is_read_against_one_with_a_rounding_margin(tmp_path, largest,
+                                                                          said):
+    # float64, so that the margin's edge is a value the scores can hold exactly
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.rand(B, B, generator=generator, dtype=torch.float64) * 0.9
+    scores[0, 1] = largest
+    told = _said_of(tmp_path, scores)
+    assert len(told) == said, told
+    if said:
+        assert f"holds values up to {abs(largest):.4g} in magnitude" in told[0]
+
