@@ -309,3 +309,12 @@ def test_a_step_whose_loss_was_not_finite_and_skipped_is_told_to_skip_the_step(
     assert len(messages) == 1 and said in messages[0], messages
     skip = "should skip monitor.step() too" in messages[0]
     assert skip == (not math.isfinite(scale))
+    advice = (" logged nothing for it: a loop that skips backward and the optimizer step for a "
+              "loss that is not finite should skip monitor.step() too, so that the records stay "
+              "one per optimizer step (later such steps are not warned about)"
+              if skip else
+              " logged nothing for it: call monitor.step() after loss.backward(), and make a "
+              "call that is not trained after it (an evaluation, a display) under "
+              "torch.no_grad() (later such steps are not warned about)")  # fmt: skip
+    assert messages[0].startswith(f"gradlab.Monitor: {said}")
+    assert messages[0].endswith(advice), messages[0]
