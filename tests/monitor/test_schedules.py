@@ -448,3 +448,30 @@ def test_one_schedule_that_raises_for_every_quantity_is_one_warning_naming_them_
     assert sorted(monitor.disabled) == ["embedding_norm", "loss"]
     assert sorted(records[2]["disabled"]) == ["embedding_norm", "loss"]
     assert "margin_mean" in records[2]  # its own schedule: still logged
+
+
+def test_a_schedule_that_answers_no_bool_past_the_steps_asked_ahead_disables_its_quantity(
+        tmp_path):
+    # asked ahead before the first step, the first SCHEDULE_AHEAD steps answer bools; one past
+    # them that answers None is refused by should_compute (a GradlabError naming it): it
+    # disables its quantity with the same warning and note as a schedule that raises
+    from gradlab.monitor import EmbeddingNorms, Loss
+    from gradlab.monitor.monitor import SCHEDULE_AHEAD
+
+    late = SCHEDULE_AHEAD + 1
+
+    def schedule(step):
+        return None if step == late else step == 0
+
+    _, records, caught = _logged_with_warnings(tmp_path / "run", [
+        Loss(), EmbeddingNorms(schedule)], steps=late + 2)  # fmt: skip
+    said = [str(w.message) for w in caught if "embedding_norm" in str(w.message)]
+    assert len(said) == 1, said
+    refusal = (f"the schedule of the 'embedding_norm' quantity, {schedule!r}, returned None "
+               f"for step {late}; a schedule returns True (log the step) or False: is its "
+               "return statement missing?")
+    assert said == [f"gradlab.Monitor: step {late}: quantity 'embedding_norm' is disabled, "
+                    f"refused in its schedule: {refusal} (strict=True raises instead)"]
+    assert records[late]["disabled"] == {
+        "embedding_norm": f"step {late}: refused in its schedule: {refusal}"}
+    assert "embedding_norm_mean" in records[0] and "disabled" not in records[late + 1]
