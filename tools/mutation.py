@@ -651,7 +651,9 @@ STUDY_TESTS = {
             "-m", "not slow",
             "--deselect=tests/test_cli_equivalence.py::"
             "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]"],
-    "report/html": ["tests/report/test_html.py"],
+    "report/html": ["tests/report/test_html.py",
+                    "tests/report/test_runner_page.py::"
+                    "test_a_link_to_a_section_left_out_is_its_text_alone"],
     # its checks on given pages and probes; no Chromium start (seconds each) per mutant
     "report/browser_check": ["tests/report/test_browser_check_driver.py",
                              "tests/report/test_browser_check.py", "-m", "not slow",

@@ -156,6 +156,44 @@ def _summary(line: str) -> str:
     return f"<summary>{_inline(text)}</summary>"
 
 
+def without_dead_links(markdown: str) -> str:
+    """``markdown`` with each ``[text](#anchor)`` link whose anchor the page does not hold
+    written as its text alone: a section that points at another one the report did not run
+    (``gradlab report --only``) would link to nothing. The page holds its headings' anchors
+    (:func:`slug`), ``figure-1`` to ``figure-N`` for its N figures and every
+    ``<a id="...">``. Fenced code is left as written.
+
+    Example:
+        >>> page = "## Audit\\n\\nSee [the audit](#audit) and [the scenes](#scenes)."
+        >>> print(without_dead_links(page))
+        ## Audit
+        <BLANKLINE>
+        See [the audit](#audit) and the scenes.
+    """
+    held, figures, fenced = set(), 0, False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        heading = re.match(r"^#{1,6} (.*)$", line)
+        if heading:
+            held.add(slug(heading.group(1)))
+        figures += bool(re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()))
+        held.update(re.findall(r'<a id="([^"]+)"', line))
+    held.update(f"figure-{number}" for number in range(1, figures + 1))
+    out, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            line = re.sub(r"\[([^\]]+)\]\(#([\w-]+)\)",
+                          lambda link: link.group(0) if link.group(2) in held else link.group(1),
+                          line)  # fmt: skip
+        out.append(line)
+    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
+
+
 def markdown_page(markdown: str) -> str:
     """``markdown`` as ``summary.md`` holds it, for a Markdown viewer: each figure numbered as
     :func:`markdown_to_html` numbers it, an ``<a id="figure-N"></a>`` anchor before it and its

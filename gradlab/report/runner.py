@@ -28,7 +28,7 @@ from gradlab.experiments.runtime import (
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.findings import findings_markdown
-from gradlab.report.html import markdown_page, markdown_to_html
+from gradlab.report.html import markdown_page, markdown_to_html, without_dead_links
 from gradlab.report.prose import spelled_out
 from gradlab.report.sections import (
     audit_section,
@@ -185,6 +185,7 @@ def run_report(
     # Findings first: one sentence per section, each linked to its figure and section.
     text = "\n".join([*intro, findings_markdown(rendered, finders), "", *markdown])
     text = spelled_out(text)  # FAPPY and the like, said in full where the page first uses them
+    text = without_dead_links(text)  # a link to a section left out (--only) says its text
     (out / "summary.md").write_text(markdown_page(text))
     (out / "index.html").write_text(markdown_to_html(text, out))
     return results

@@ -312,3 +312,20 @@ def test_summary_md_anchors_only_the_headings_a_link_targets_and_leaves_fenced_c
 def test_summary_md_leaves_an_indented_fence_as_written():
     text = "- item\n\n  ```\n  ![not a figure](figures/c.png)\n  ```\n"
     assert markdown_page(text) == text
+
+
+def test_a_link_to_a_section_the_page_lacks_is_written_as_its_text():
+    # gradlab report --only tie_aware: its section linked to the audit, which did not run
+    from gradlab.report.html import without_dead_links
+
+    page = ("# Report\n\n## Harmonic sums (He et al., 2018)\n\nwhich the [derivation audit]"
+            "(#derivation-audit) corrects; see [Figure 1](#figure-1), [Figure 2](#figure-2), "
+            "[above](#harmonic-sums-he-et-al-2018) and [the note](#note).\n\n"
+            '<a id="note"></a>\n\n![A plot](figures/a.png)\n\n```\n[kept](#nowhere)\n```\n')
+    kept = without_dead_links(page)
+    assert ("which the derivation audit corrects; see [Figure 1](#figure-1), Figure 2, "
+            "[above](#harmonic-sums-he-et-al-2018) and [the note](#note).") in kept
+    assert "[kept](#nowhere)" in kept  # fenced code is left as written
+    assert without_dead_links(kept) == kept
+    full = page.replace("# Report\n", "# Report\n\n## Derivation audit\n")
+    assert "[derivation audit](#derivation-audit)" in without_dead_links(full)

@@ -119,3 +119,17 @@ def test_a_partial_report_says_which_sections_it_ran_and_which_it_did_not(
     whole = runner.run_report(tmp_path / "all", device="cpu", workers=1)
     assert "not run" not in (tmp_path / "all" / "summary.md").read_text()
     assert whole["sections_not_run"] == []
+
+
+def test_a_link_to_a_section_left_out_is_its_text_alone(tmp_path, monkeypatch, quiet):
+    # gradlab report --only tie_aware: its link to the derivation audit pointed at nothing
+    def linking(out, quick, device):
+        return {}, "## Linking\n\nwhich the [other section](#other) corrects."
+
+    monkeypatch.setattr(runner, "SECTIONS", {"other": _section("other"), "linking": linking})
+    runner.run_report(tmp_path / "alone", quick=True, only=["linking"], workers=1)
+    runner.run_report(tmp_path / "both", quick=True, workers=1)
+    alone, both = ((tmp_path / run / "summary.md").read_text() for run in ("alone", "both"))
+    assert "which the other section corrects." in alone and "](#other)" not in alone
+    assert "which the [other section](#other) corrects." in both
+    assert 'href="#other"' not in (tmp_path / "alone" / "index.html").read_text()
