@@ -66,6 +66,23 @@ INLINE_TAGS = ("small", "code", "sup", "sub", "em", "strong")
 """Inline HTML tags that the markdown may use literally; every other ``<`` is shown as text."""
 
 
+_IMAGE = re.compile(r"^!\[([^\]]*)\]\(([^)]+)\)$")
+"""A figure line (stripped): ``![caption](path)``."""
+
+_HEADING = re.compile(r"^(#{1,6}) (.*)$")
+"""A heading line: its ``#`` marks and its text."""
+
+
+def _outside_fences(markdown: str):
+    """``(line, fenced)`` for each line of ``markdown``: ``fenced`` when the line opens or is
+    inside a fenced code block (a closing fence line counts as outside)."""
+    fenced = False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        yield line, fenced
+
+
 _FLANKED = r"[^*\s](?:[^*]*[^*\s])?"
 """What emphasis may enclose: no asterisk, and neither starting nor ending with whitespace."""
 
@@ -170,27 +187,20 @@ def without_dead_links(markdown: str) -> str:
         <BLANKLINE>
         See [the audit](#audit) and the scenes.
     """
-    held, figures, fenced = set(), 0, False
-    for line in markdown.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
+    held, figures = set(), 0
+    for line, fenced in _outside_fences(markdown):
         if fenced:
             continue
-        heading = re.match(r"^#{1,6} (.*)$", line)
+        heading = _HEADING.match(line)
         if heading:
-            held.add(slug(heading.group(1)))
-        figures += bool(re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip()))
+            held.add(slug(heading.group(2)))
+        figures += bool(_IMAGE.match(line.strip()))
         held.update(re.findall(r'<a id="([^"]+)"', line))
     held.update(f"figure-{number}" for number in range(1, figures + 1))
-    out, fenced = [], False
-    for line in markdown.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        elif not fenced:
-            line = re.sub(r"\[([^\]]+)\]\(#([\w-]+)\)",
-                          lambda link: link.group(0) if link.group(2) in held else link.group(1),
-                          line)  # fmt: skip
-        out.append(line)
+    out = [line if fenced else
+           re.sub(r"\[([^\]]+)\]\(#([\w-]+)\)",
+                  lambda link: link.group(0) if link.group(2) in held else link.group(1), line)
+           for line, fenced in _outside_fences(markdown)]  # fmt: skip
     return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
 
 
@@ -215,20 +225,18 @@ def markdown_page(markdown: str) -> str:
     """
     targets = set(re.findall(r"\]\(#([\w-]+)\)", markdown))
     out: list[str] = []
-    figures, fenced = 0, False
-    for line in markdown.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        image = None if fenced else re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip())
-        heading = None if fenced else re.match(r"^#{1,6} (.*)$", line)
+    figures = 0
+    for line, fenced in _outside_fences(markdown):
+        image = None if fenced else _IMAGE.match(line.strip())
+        heading = None if fenced else _HEADING.match(line)
         if image:
             figures += 1
             indent = line[: len(line) - len(line.lstrip())]
             out += [f'{indent}<a id="figure-{figures}"></a>', line, "",
                     f"{indent}**Figure {figures}.** {image.group(1)}"]  # fmt: skip
             continue
-        if heading and slug(heading.group(1)) in targets:
-            out += [f'<a id="{slug(heading.group(1))}"></a>', ""]
+        if heading and slug(heading.group(2)) in targets:
+            out += [f'<a id="{slug(heading.group(2))}"></a>', ""]
         out.append(line)
     return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")
 
@@ -253,8 +261,8 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
         if not line.strip():
             index += 1
             continue
-        heading = re.match(r"^(#{1,6}) (.*)$", line)
-        image = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip())
+        heading = _HEADING.match(line)
+        image = _IMAGE.match(line.strip())
         raw = re.match(r"^\s*(</?details>|<details [^>]*>|<summary>.*</summary>)\s*$", line)
         if heading:
             level, text = len(heading.group(1)), heading.group(2)
