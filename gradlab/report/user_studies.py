@@ -402,13 +402,21 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
             raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: "
                                f"{where} must hold one entry per seed of {seeds}{rows}; got "
                                f"{json.dumps(values)[:80]}")  # fmt: skip
-        if where.startswith("settings.trained_at_m.P"):  # shares of pairs: numbers in [0, 1]
-            bad = [value for row in values for value in row if not _proportion(value)]
+        shares = where.startswith("settings.trained_at_m.P")  # shares of pairs, per size
+        if shares or _retrieval_metric(where):  # numbers in [0, 1]: a hand edit shows here
+            flat = [value for row in values for value in row] if shares else values
+            bad = [value for value in flat if not _proportion(value)]
             if bad:
                 raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study "
                                    f"{name}: {where} holds {json.dumps(bad[0])[:40]}, which is "
                                    "no proportion (a number from 0 to 1, or NaN)")  # fmt: skip
     return data
+
+
+def _retrieval_metric(where: str) -> bool:
+    """Whether the per-seed list at ``where`` holds a retrieval metric (recall@k, R-Precision,
+    MAP@R: each a share of a query's results, from 0 to 1)."""
+    return where.startswith("before.") or ".metrics." in where or ".recall." in where
 
 
 def _proportion(value: object) -> bool:

@@ -1136,6 +1136,30 @@ def test_a_share_of_pairs_outside_0_to_1_is_named_not_drawn(tmp_path, value, sho
     check_study_folders([tmp_path], "--studies")
 
 
+@pytest.mark.parametrize(("file", "where"), [
+    ("loss_comparison_m8.json", ("losses", "A", "metrics", "MAP@R")),
+    ("loss_comparison_m8.json", ("before", "recall@1")),
+    ("gradient_anatomy.json", ("runs", "m = 16", "triplet", "recall", "MAP@R")),
+])  # fmt: skip
+@pytest.mark.parametrize(("value", "shown"), [(5.0, "5.0"), (-0.5, "-0.5"), ("high", '"high"')])
+def test_a_retrieval_metric_outside_0_to_1_is_named_not_tabled(tmp_path, file, where, value,
+                                                               shown):  # fmt: skip
+    # a hand-edited MAP@R of 5.0 was tabled, ranked best and written into the findings
+    data = _losses(8) if file.startswith("loss") else _anatomy()
+    holder = data
+    for key in where[:-1]:
+        holder = holder[key]
+    holder[where[-1]] = [0.2, value, 0.3][: len(holder[where[-1]])]
+    message, path = _refusal(tmp_path, file, data)
+    study = "losses" if file.startswith("loss") else "anatomy"
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study {study}: {'.'.join(where)} holds "
+        f"{shown}, which is no proportion (a number from 0 to 1, or NaN)")
+    holder[where[-1]] = [0.0, float("nan"), 1.0][: len(holder[where[-1]])]  # the bounds: kept
+    (tmp_path / file).write_text(json.dumps(data).replace("NaN", '"NaN"'))
+    check_study_folders([tmp_path], "--studies")
+
+
 def test_drawing_a_study_ahead_of_the_report_says_no_warning_the_report_will_say(tmp_path):
     # a NaN share warned in the check and again in the report (numpy's empty-slice mean); the
     # figures now draw a share that is NaN in every seed as a gap, without numpy's warning
