@@ -92,8 +92,18 @@ def fill_note(text: str, width: int) -> str:
 SETTING_TITLES = {
     "fixed_untrained": "fixed model, untrained",
     "fixed_trained": "fixed model, trained at m = 64",
-    "trained_at_m": "one model fine-tuned at each m",
+    "trained_at_m": "one model trained at each m",
 }
+"""Each setting's panel title; ``trained_at_m`` reads "fine-tuned" where the result holds the
+trained network it starts from (``fixed_trained``: the digit-string miniature), and "trained"
+otherwise (a ``gradlab study`` run may start from random weights)."""
+
+
+def _setting_title(result: dict, name: str) -> str:
+    """The panel title of setting ``name`` in ``result`` (:data:`SETTING_TITLES`)."""
+    if name == "trained_at_m" and "fixed_trained" in result["settings"]:
+        return "one model fine-tuned at each m"
+    return SETTING_TITLES[name]
 PROPORTIONS = {
     "P": ("P (Brown et al., 2020, suppl. Eq. 1)", "black", "o"),
     "P_positive_negative": ("positive-negative pairs", "tab:red", "s"),
@@ -147,7 +157,7 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
         axis.set_xscale("log", base=2)
         axis.set_xticks(sizes, [str(m) for m in sizes])
         axis.set_xlabel("mini-batch size m")
-        axis.set_title(SETTING_TITLES[name], fontsize=11)
+        axis.set_title(_setting_title(result, name), fontsize=11)
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("proportion inside the operating region")

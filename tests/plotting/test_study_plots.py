@@ -112,7 +112,7 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
     untrained, trained = figure.axes  # in the order of the settings' titles, not of the dict
     assert [untrained.get_title(), trained.get_title()] == [
         "fixed model, untrained",
-        "one model fine-tuned at each m",
+        "one model trained at each m",  # no trained network to start from: not "fine-tuned"
     ]
     for axis in figure.axes:
         assert axis.title.get_fontsize() == 11
@@ -149,6 +149,15 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
         "2 seeds (faint: each seed; bars: mean ± std)"
     )
     assert title.get_fontsize() == 11
+
+
+def test_the_models_trained_at_each_m_are_fine_tuned_only_from_a_trained_network(drawn):
+    # a `gradlab study p-vs-batch-size` run from random weights was titled "fine-tuned"
+    study = drawn(module.plot_p_vs_batch_size, _p_result(trained_at_m=APART))
+    assert [axis.get_title() for axis in study.axes] == ["one model trained at each m"]
+    chain = drawn(module.plot_p_vs_batch_size, _p_result(trained_at_m=APART, fixed_trained=APART))
+    assert [axis.get_title() for axis in chain.axes] == [
+        "fixed model, trained at m = 64", "one model fine-tuned at each m"]
 
 
 @pytest.mark.slow
