@@ -585,8 +585,12 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
 
     halves = arguments.list_file is None and not (arguments.data / "Ebay_train.txt").is_file()
     out, data = arguments.out.resolve(), arguments.data.resolve()
-    if halves and data in (out, out.parent):  # its figures folder, or itself: a new class
-        where = "is" if out.parent == data and out.is_dir() else "would be"
+    if halves and data == out:  # its figures folder would be a new class
+        raise GradlabError(f"--out {str(arguments.out)!r} is --data itself (every folder in it "
+                           f"is a class): the figures folder a study writes there would be "
+                           f"read as a class; choose an --out outside --data")  # fmt: skip
+    if halves and data == out.parent:  # itself a new class
+        where = "is" if out.is_dir() else "would be"
         raise GradlabError(f"--out {str(arguments.out)!r} {where} a class folder of --data "
                            f"{str(arguments.data)!r} (every folder in it is a class): the "
                            f"figures a study writes there would be read as a class; choose an "

@@ -1379,7 +1379,6 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     (None, "is"),  # a second run with the default --out, "study", from inside the data folder
     (None, "would be"),  # the first: its figures would be a class of the next run's test half
     ("new", "would be"),
-    (".", "would be"),  # the data folder itself: its figures folder would be a class
 ])  # fmt: skip
 def test_a_study_refuses_an_out_folder_among_the_class_folders_of_its_data(
     tmp_path, capsys, studies, monkeypatch, out, where
@@ -1396,6 +1395,19 @@ def test_a_study_refuses_an_out_folder_among_the_class_folders_of_its_data(
                    "read as a class; choose an --out outside --data\n")  # fmt: skip
     written = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("class_"))
     assert written == (["study"] if where == "is" else [])  # nothing written
+
+
+def test_a_study_refuses_its_data_folder_as_out_by_that_name(tmp_path, capsys, studies,
+                                                            monkeypatch):  # fmt: skip
+    # --out equal to --data was called "a class folder of --data"
+    monkeypatch.chdir(tmp_path)
+    for out in (".", str(tmp_path)):
+        code, stdout, err = _run(["study", "anatomy", "--data", ".", "--out", out], capsys)
+        assert (code, stdout, studies) == (2, "", [])
+        assert err == (f"gradlab: --out {out!r} is --data itself (every folder in it is a "
+                       "class): the figures folder a study writes there would be read as a "
+                       "class; choose an --out outside --data\n")  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("class_")) == []
 
 
 def test_a_study_refuses_an_out_folder_inside_a_class_folder_of_its_data(
