@@ -46,8 +46,8 @@ ESTIMATED = ("smooth_ap", "smooth_ap_query_included")
 """The losses with a stated memory model (:func:`estimate_smooth_ap`)."""
 
 CALIBRATION_BATCH = 256
-"""The batch size whose time, measured here, the time estimate scales by ``(m / 256)^2`` (its
-largest multiple of the class size, or two classes where it holds fewer)."""
+"""The batch size :func:`timing_batch` starts from (its largest multiple of the class size,
+or two classes where it holds fewer)."""
 
 TIMING_SECONDS = 10.0
 """About how long the timed runs of a measurement may take: a loss whose warm-up pass takes
@@ -173,6 +173,95 @@ def _loss(name: str, tau: float, batch_size: int):
     from gradlab.experiments.loss_comparison import loss_functions
 
     return loss_functions(tau, batch_size)[PLAN_LOSSES[name]]
+
+
+def calibration_batch(batch_size: int, per_class: int) -> int:
+    """The batch size a time is measured at to foretell ``batch_size``'s: the largest multiple
+    of ``per_class`` up to :data:`CALIBRATION_BATCH`, two classes at least (a batch of one
+    class gives no query a negative; 256 holds no class of 300), and ``batch_size`` at most.
+
+    Example:
+        >>> calibration_batch(4096, 4), calibration_batch(4096, 3), calibration_batch(64, 4)
+        (256, 255, 64)
+    """
+    return min(batch_size, max(CALIBRATION_BATCH - CALIBRATION_BATCH % per_class,
+                               2 * per_class))  # fmt: skip
+
+
+FORETELLING_SECONDS = 0.1
+"""A pass at least this long is the one :func:`timing_batch` scales: below it, a pass's
+fixed costs (dispatch, the chunk loop's bookkeeping) weigh against its ``m^2`` work, and
+scaling by ``(m / m_small)^2`` reads too long (SmoothAP, d = 512, one thread: 1.5x from
+m = 256 to 4096, exact from m = 1024)."""
+
+LARGEST_TIMING_BATCH = 4096
+"""The largest batch :func:`timing_batch` times (a few MiB of scores)."""
+
+MOST_TIMING_PASSES = 20
+""":func:`timing_batch` times a batch size until its passes add up to twice
+:data:`FORETELLING_SECONDS` (two at least, this many at most) and keeps the fastest."""
+
+LARGEST_TIMING_BYTES = 2**30
+""":func:`timing_batch` doubles no further than a batch whose :func:`least_bytes` exceed this."""
+
+
+def timing_batch(loss_fn, batch_size: int, dim: int, per_class: int, device: str,
+                 ) -> tuple[int, float]:  # fmt: skip
+    """``(m_small, seconds)``: the batch size whose pass, scaled by ``(m / m_small)^2``,
+    foretells a pass at ``m = batch_size``, and its time here (the faster of two passes).
+
+    It starts at :func:`calibration_batch` and doubles while a pass takes less than
+    :data:`FORETELLING_SECONDS`, up to half of ``batch_size``, at most
+    :data:`LARGEST_TIMING_BATCH` and :data:`LARGEST_TIMING_BYTES`: about a second of passes.
+    Each size's time is the fastest of its passes (:data:`MOST_TIMING_PASSES`); a first pass
+    pays for lazy initialisation and is not timed.
+
+    Example:
+        >>> from gradlab.experiments.loss_comparison import loss_functions
+        >>> small, seconds = timing_batch(loss_functions(0.01, 64)["Contrastive"], 64, 8, 4, "cpu")
+        >>> small, seconds > 0  # no half of 64 above 64: timed at the batch itself
+        (64, True)
+    """
+    small = calibration_batch(batch_size, per_class)
+    first = True
+    while True:
+        embeddings, labels = _inputs(small, dim, per_class, device)
+        if first:  # lazy initialisation: not timed
+            loss_fn(embeddings, labels).backward()
+            first = False
+        times: list[float] = []  # the fastest of a few: a busy machine slows some passes
+        while len(times) < MOST_TIMING_PASSES and (
+                len(times) < 2 or sum(times) < 2 * FORETELLING_SECONDS):  # fmt: skip
+            embeddings.grad = None
+            _sync(device)
+            started = time.perf_counter()
+            loss_fn(embeddings, labels).backward()
+            _sync(device)
+            times.append(time.perf_counter() - started)
+        taken = min(times)
+        if (taken >= FORETELLING_SECONDS or 4 * small > batch_size
+                or 2 * small > LARGEST_TIMING_BATCH
+                or least_bytes(2 * small, dim) > LARGEST_TIMING_BYTES):  # fmt: skip
+            return small, taken
+        small *= 2
+
+
+def _foretell_a_long_pass(loss_fn, loss: str, batch_size: int, dim: int, per_class: int,
+                          device: str, repeats: int = 5) -> None:  # fmt: skip
+    """Say on stderr, before the first pass at ``batch_size``, when one pass there should take
+    :data:`LONG_PASS_SECONDS` or more (:func:`timing_batch`'s pass scaled by
+    ``(m / m_small)^2``); a first pass at m = 16384 took minutes with no word."""
+    if 2 * calibration_batch(batch_size, per_class) > batch_size:  # as fast as a small pass
+        return
+    small, taken = timing_batch(loss_fn, batch_size, dim, per_class, device)
+    seconds = taken * (batch_size / small) ** 2
+    if seconds >= LONG_PASS_SECONDS:  # warm-up, peak and the timed passes, as measure_loss
+        passes = 2 + max(1, min(repeats, int(TIMING_SECONDS // seconds)))
+        instead = "; --estimate answers in seconds" if loss in ESTIMATED else ""
+        print(f"gradlab plan: one pass at m = {batch_size} should take about {seconds:.0f} s here "
+              f"(one at m = {small}, scaled by (m / {small})^2), so the {passes} passes of the "
+              f"measurement about {_rounded_time(passes * seconds)}{instead}",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _sync(device: str) -> None:
@@ -337,7 +426,8 @@ def plan(
     Returns:
         ``{"loss", "batch_size", "dim", "per_class", "device", "peak_extra_bytes", "seconds",
         "method"}``; the estimate's time is this machine's CPU time at
-        :data:`CALIBRATION_BATCH` scaled by ``(m / 256)^2`` and says so, for ``device="cpu"``;
+        :func:`timing_batch`'s batch scaled by ``(m / m_small)^2`` and says so, for
+        ``device="cpu"``;
         for another device ``seconds`` is None (this CPU's time says nothing about a GPU's).
 
     Raises:
@@ -362,6 +452,8 @@ def plan(
             f"d = {dim}; try a smaller --batch-size" + (" or --estimate" if loss in ESTIMATED
                                                          else "")
         ):  # fmt: skip
+            _foretell_a_long_pass(_loss(loss, tau, batch_size), loss, batch_size, dim, per_class,
+                                  device)  # fmt: skip
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
     if loss not in ESTIMATED:
         where = ("without --estimate; --device cpu runs here" if estimate else
@@ -379,15 +471,13 @@ def plan(
             "method": f"{memory}; time: not estimated, "
                       f"{_unmeasured(kind) or f'no {kind} device here to measure'}",
         }
-    # the largest multiple of the class size up to CALIBRATION_BATCH, and two classes at least
-    # (a batch of one class gives no query a negative; 256 holds no class of 300)
-    small = min(batch_size, max(CALIBRATION_BATCH - CALIBRATION_BATCH % per_class,
-                                2 * per_class))  # fmt: skip
+    small = calibration_batch(batch_size, per_class)
     refuse_beyond_free(least_bytes(small, dim), "cpu", lambda need, free: (
         f"the estimate's time is measured on this CPU at m = {small} ({small // per_class} "
         f"classes of {per_class}), which needs at least {need} GiB on cpu (the [m, m] scores and "
         f"their gradient, the embeddings and theirs), more than the {free} GiB available; try a "
         "smaller class size (per_class; --per-class on the command line)"))
+    small, _ = timing_batch(_loss(loss, tau, small), batch_size, dim, per_class, "cpu")
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {
@@ -438,6 +528,11 @@ def _bytes_in_words(size: float) -> str:
         if size < 2 ** (power + 10):
             return f"{size / 2**power:.1f} {unit}"
     return f"{size / 2**40:.1f} TiB"
+
+
+def _rounded_time(seconds: float) -> str:
+    """A foretold time: whole seconds below two minutes, else whole minutes."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _seconds_in_words(seconds: float) -> str:

@@ -360,3 +360,73 @@ def test_the_estimates_timing_batch_larger_than_the_free_memory_is_refused(monke
                                            r".* try a smaller class size \(per_class; --per-class "
                                            r"on the command line\)$"):  # fmt: skip
         plan("smooth_ap", 4000, 8, per_class=1000, estimate=True)
+
+
+class _SlowFrom:
+    """A stand-in loss whose pass sleeps ``seconds`` from ``m = batch`` on (instant below), and
+    that counts its passes by batch size."""
+
+    def __init__(self, batch: int, seconds: float):
+        self.batch, self.seconds, self.passes = batch, seconds, {}
+
+    def __call__(self, embeddings, labels):
+        import time
+
+        m = len(labels)
+        self.passes[m] = self.passes.get(m, 0) + 1
+        if m >= self.batch:
+            time.sleep(self.seconds)
+        return embeddings.sum()
+
+
+@pytest.mark.parametrize(("slow_from", "batch_size", "most_bytes", "timed_at"), [
+    (1024, 16384, None, 1024),  # doubles from 256 until a pass takes 0.1 s
+    (10**9, 4096, None, 2048),  # never slow: up to half the batch
+    (10**9, 10**6, None, 4096),  # never slow: up to the largest timing batch
+    # never slow: up to the most bytes, 8 m (m + d) at d = 8: 2,129,920 at m = 512
+    (10**9, 10**6, 2_129_920, 512), (10**9, 10**6, 2_129_919, 256),
+    (10**9, 600, None, 256),  # 512 is more than half of 600
+])  # fmt: skip
+def test_the_timing_batch_doubles_until_a_pass_is_long_enough_to_scale(
+    monkeypatch, slow_from, batch_size, most_bytes, timed_at
+):
+    import gradlab.experiments.planner as planner
+
+    if most_bytes is not None:
+        monkeypatch.setattr(planner, "LARGEST_TIMING_BYTES", most_bytes)
+    loss = _SlowFrom(slow_from, planner.FORETELLING_SECONDS)
+    small, seconds = planner.timing_batch(loss, batch_size, 8, 4, "cpu")
+    assert small == timed_at
+    assert (seconds >= planner.FORETELLING_SECONDS) == (timed_at >= slow_from)
+    sizes = [256 * 2**k for k in range(timed_at.bit_length()) if 256 * 2**k <= timed_at]
+    # passes until they add up to 0.2 s, 2 to 20: the first size has one more, untimed
+    assert loss.passes == {m: (2 if m >= slow_from else 20) + (m == 256) for m in sizes}
+
+
+def test_a_long_measurement_is_foretold_before_its_first_pass(monkeypatch, capsys):
+    # `gradlab plan --batch-size 16384` measured for minutes with no word before its first pass
+    import gradlab.experiments.planner as planner
+
+    loss = _SlowFrom(1024, 0.1)
+    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    monkeypatch.setattr(planner, "measure_loss", lambda *a, **k: (
+        print("measured", file=sys.stderr), {"peak_extra_bytes": 1, "seconds": 1.0,
+                                             "method": "m"})[1])  # fmt: skip
+    monkeypatch.setattr(planner, "busy_machine_note", lambda threads: None, raising=False)
+    plan("smooth_ap", 16384, 8)
+    # 0.1 s (or a little more) at m = 1024, times 16^2: 26 s or more, so 2 + 1 passes
+    first, second = capsys.readouterr().err.splitlines()
+    said = re.fullmatch(r"gradlab plan: one pass at m = 16384 should take about (\d+) s here "
+                        r"\(one at m = 1024, scaled by \(m / 1024\)\^2\), so the 3 passes of the "
+                        r"measurement about (\d+) s; --estimate answers in seconds", first)
+    assert said and int(said.group(1)) >= 25 and int(said.group(2)) >= 3 * 25, first
+    assert second == "measured"  # said before the measurement's first pass
+    plan("contrastive", 16384, 8)  # no stated model: no --estimate to point to
+    first = capsys.readouterr().err.splitlines()[0]
+    assert re.fullmatch(r"gradlab plan: one pass at m = 16384 .* measurement about \d+ s", first)
+    loss.passes.clear()
+    plan("smooth_ap", 508, 8)  # less than twice 256: nothing foretold
+    assert capsys.readouterr().err == "measured\n" and loss.passes == {}
+    monkeypatch.setattr(planner, "LONG_PASS_SECONDS", 1e9)
+    plan("smooth_ap", 16384, 8)  # a pass that is not long: timed, not said
+    assert capsys.readouterr().err == "measured\n"
