@@ -4,7 +4,8 @@ Every input error raised by gradlab is a :class:`GradlabError`. It subclasses
 :class:`ValueError`, so code that already catches ``ValueError`` keeps working.
 Messages name the argument, what was received and what is allowed. A name looked up by key
 that does not exist raises :class:`UnknownKeyError`, a :class:`GradlabError` that is also a
-:class:`KeyError`.
+:class:`KeyError`; a call that does not fit a function's signature raises
+:class:`CallFormError`, a :class:`GradlabError` that is also a :class:`TypeError`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,20 @@ class UnknownKeyError(GradlabError, KeyError):
     """
 
     __str__ = BaseException.__str__
+
+
+class CallFormError(GradlabError, TypeError):
+    """A call that does not fit a function's signature (an argument too many, a misspelt
+    keyword), said with the signature and its keyword-only arguments.
+
+    Both a :class:`GradlabError` and a :class:`TypeError`, which is what Python raises for such
+    a call: code that catches either keeps working, the same for a gradlab function and for a
+    class (whose constructor raises Python's own ``TypeError``).
+
+    Example:
+        >>> issubclass(CallFormError, GradlabError), issubclass(CallFormError, TypeError)
+        (True, True)
+    """
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import CallFormError
 
 Function = TypeVar("Function", bound=Callable)
 
@@ -69,11 +69,13 @@ def outside_autocast(function: Function) -> Function:
 
 def call_form_checked(function: Function) -> Function:
     """``function``, refusing a call that does not fit its signature (an argument too many, a
-    misspelt keyword) with a :class:`~gradlab.errors.GradlabError` that shows the signature
+    misspelt keyword) with a :class:`~gradlab.errors.CallFormError` (a ``GradlabError`` and a
+    ``TypeError``) that shows the signature
     and names its keyword-only arguments, where Python raises a bare ``TypeError``. A
     ``TypeError`` raised inside a call that fits is left as it is. Costs a ``try`` per call.
 
     Example:
+        >>> from gradlab import GradlabError
         >>> @call_form_checked
         ... def width(tau, *, eps=0.005):
         ...     return tau * eps
@@ -119,7 +121,7 @@ def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: Type
                         for parameter in signature.parameters.values()],
             return_annotation=inspect.Signature.empty,
         )  # fmt: skip
-        raise GradlabError(f"{function.__name__}{plain}: {wrong}{by_name}") from error
+        raise CallFormError(f"{function.__name__}{plain}: {wrong}{by_name}") from error
 
 
 def autocast_on(device_type: str) -> bool:

@@ -4,6 +4,7 @@ the signature and, for a keyword-only argument given by position, how to pass it
 import pytest
 import torch
 
+import gradlab
 import gradlab.functional as F
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import outside_autocast
@@ -40,6 +41,19 @@ def test_other_misfits_name_the_signature_without_the_keyword_advice(call, wrong
     with pytest.raises(GradlabError) as caught:
         call(scores, positives)
     assert str(caught.value) == f"{SMOOTH_AP}: {wrong}"
+
+
+def test_a_misfit_call_is_a_type_error_too_as_for_a_loss_class():
+    # `except TypeError` caught a misspelt keyword of gradlab.SmoothAPLoss (Python's own error)
+    # and missed the same mistake in gradlab.functional.smooth_ap (a GradlabError alone)
+    scores, positives, _ = _inputs()
+    with pytest.raises(TypeError) as functional:
+        F.smooth_ap(scores, positives, tmp=0.1)
+    with pytest.raises(TypeError) as module:
+        gradlab.SmoothAPLoss(tmp=0.1)
+    assert isinstance(functional.value, GradlabError) and isinstance(functional.value, ValueError)
+    assert "got an unexpected keyword argument 'tmp'" in str(module.value)
+    assert str(functional.value) == f"{SMOOTH_AP}: got an unexpected keyword argument 'tmp'"
 
 
 def test_a_type_error_from_inside_the_function_is_left_as_it_is():
