@@ -709,7 +709,8 @@ def smooth_ap(
         tau: temperature of the sigmoid ``G``, finite and at least ``1e-30``
             (:data:`gradlab.validation.SMALLEST_TEMPERATURE`: ``1/tau`` must fit float32).
         candidate_mask: optional ``[Q, C]`` bool mask; ``False`` marks a column that is not a
-            candidate of that query (neither positive nor negative, zero gradient). In-batch
+            candidate of that query (neither positive nor negative, zero gradient; a positive
+            there is not counted, so a query whose positives are all masked has no AP). In-batch
             retrieval uses it to leave the query out of its own ranking without copying the
             ``[B, B]`` score matrix. ``None``: every column is a candidate.
         backward: ``"exact"`` (closed-form backward, memory bounded by the chunk size) or

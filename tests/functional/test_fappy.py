@@ -181,6 +181,31 @@ def test_official_normalization_with_no_active_pair_divides_by_one():
     assert loss.item() == 0.0
 
 
+@pytest.mark.parametrize("normalization", ["paper", "official"])
+def test_a_collapsed_batch_is_fappys_zero_without_a_warning(normalization):
+    # documented (loss reliability): every pair within the narrowest bin of cosine 1 is
+    # inactive (Algorithm 1, line 5), so a collapsed batch reads as a perfect one
+    import warnings
+
+    import gradlab
+
+    generator = torch.Generator().manual_seed(0)
+    embeddings = (torch.ones(8, 16, dtype=torch.float64)
+                  + 1e-2 * torch.randn(8, 16, generator=generator, dtype=torch.float64))
+    labels = torch.arange(4).repeat_interleave(2)
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    loss_fn = gradlab.FAPPYLoss(delta_min=0.01, normalization=normalization)
+    assert (1 - unit @ unit.T).max() < min(loss_fn.deltas)  # no pair reaches a bin
+    leaf = embeddings.clone().requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not a degenerate batch: nothing is said
+        loss = loss_fn(leaf, labels)
+    loss.backward()
+    assert loss.item() == 0.0 and torch.count_nonzero(leaf.grad) == 0
+    assert loss_fn.degenerate_batches == 0
+    assert gradlab.FastAPLoss()(embeddings, labels).item() > 0.5  # the others see no ranking
+
+
 def test_official_normalization_gradient_flows():
     embeddings, labels = batch(5, 8)
     leaf = embeddings.clone().requires_grad_(True)
