@@ -7,6 +7,7 @@ The README's NT-Xent and VSE++ Monitor examples are read out of README.md and ru
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -207,8 +208,10 @@ def _blocks(heading: str) -> list[str]:
 def test_the_anatomy_sections_own_loss_examples_run_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # they write under runs/
     namespace: dict = {}
-    for code in _blocks("## Gradient anatomy"):
-        exec(compile(code, str(README), "exec"), namespace)
+    with warnings.catch_warnings():  # the page's examples say nothing the page does not
+        warnings.simplefilter("error")  # (raw dot products warned of scores beyond cosines)
+        for code in _blocks("## Gradient anatomy"):
+            exec(compile(code, str(README), "exec"), namespace)
     # The user's loss is InfoNCE: dL/dS = (softmax(S / t) - [positive]) / (8 t) (float64), and
     # the active negatives are those of at least 1 % of the row's largest |dL/dS|.
     score_grad = namespace["score_grad"]
