@@ -183,6 +183,9 @@ def precision_at_1(
 
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
+    Queries without a relevant candidate (a label of one) are skipped; with no other query
+    the value is NaN, as in :func:`retrieval_at_scale`.
+
     Example:
         >>> import torch
         >>> from gradlab.functional import precision_at_1
@@ -206,6 +209,9 @@ def r_precision(
 
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
+    Queries without a relevant candidate (a label of one) are skipped; with no other query
+    the value is NaN, as in :func:`retrieval_at_scale`.
+
     Example:
         >>> import torch
         >>> from gradlab.functional import r_precision
@@ -228,6 +234,9 @@ def map_at_r(
     """MAP@R (Musgrave et al., 2020, Sec. 3.2): ``(1/R) sum_{i <= R} P(i) rel(i)``, averaged.
 
     ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
+
+    Queries without a relevant candidate (a label of one) are skipped; with no other query
+    the value is NaN, as in :func:`retrieval_at_scale`.
 
     Example:
         >>> import torch

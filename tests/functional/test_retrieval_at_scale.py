@@ -171,6 +171,9 @@ def test_lone_queries_are_left_out_and_no_relevant_pair_gives_nan():
     none = retrieval_at_scale(points, torch.tensor([0, 1, 2]), ks=(1,))
     assert none["queries"] == 0.0
     assert all(math.isnan(value) for key, value in none.items() if key != "queries")
+    for metric in (precision_at_1, r_precision, map_at_r):  # as their docstrings say
+        assert math.isnan(metric(points, torch.tensor([0, 1, 2])))
+        assert metric(points, torch.tensor([0, 0, 1])) == 1.0  # the lone query skipped
 
 
 @pytest.mark.parametrize(
