@@ -248,11 +248,10 @@ def timing_batch(loss_fn, batch_size: int, dim: int, per_class: int, device: str
 
 def _foretell_a_long_pass(loss_fn, loss: str, batch_size: int, dim: int, per_class: int,
                           device: str, repeats: int = 5) -> None:  # fmt: skip
-    """Say on stderr, before the first pass at ``batch_size``, when one pass there should take
+    """Say on stderr, before the first pass at ``batch_size`` (at least twice
+    :func:`calibration_batch`: a smaller one is about as fast), when one pass there should take
     :data:`LONG_PASS_SECONDS` or more (:func:`timing_batch`'s pass scaled by
     ``(m / m_small)^2``); a first pass at m = 16384 took minutes with no word."""
-    if 2 * calibration_batch(batch_size, per_class) > batch_size:  # as fast as a small pass
-        return
     small, taken = timing_batch(loss_fn, batch_size, dim, per_class, device)
     seconds = taken * (batch_size / small) ** 2
     if seconds >= LONG_PASS_SECONDS:  # warm-up, peak and the timed passes, as measure_loss
@@ -452,8 +451,9 @@ def plan(
             f"d = {dim}; try a smaller --batch-size" + (" or --estimate" if loss in ESTIMATED
                                                          else "")
         ):  # fmt: skip
-            _foretell_a_long_pass(_loss(loss, tau, batch_size), loss, batch_size, dim, per_class,
-                                  device)  # fmt: skip
+            if 2 * calibration_batch(batch_size, per_class) <= batch_size:  # else as fast
+                _foretell_a_long_pass(_loss(loss, tau, batch_size), loss, batch_size, dim,
+                                      per_class, device)  # fmt: skip
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
     if loss not in ESTIMATED:
         where = ("without --estimate; --device cpu runs here" if estimate else
@@ -477,7 +477,8 @@ def plan(
         f"classes of {per_class}), which needs at least {need} GiB on cpu (the [m, m] scores and "
         f"their gradient, the embeddings and theirs), more than the {free} GiB available; try a "
         "smaller class size (per_class; --per-class on the command line)"))
-    small, _ = timing_batch(_loss(loss, tau, small), batch_size, dim, per_class, "cpu")
+    if 4 * small <= batch_size:  # room to double: a pass long enough to scale
+        small, _ = timing_batch(_loss(loss, tau, small), batch_size, dim, per_class, "cpu")
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {

@@ -430,3 +430,19 @@ def test_a_long_measurement_is_foretold_before_its_first_pass(monkeypatch, capsy
     monkeypatch.setattr(planner, "LONG_PASS_SECONDS", 1e9)
     plan("smooth_ap", 16384, 8)  # a pass that is not long: timed, not said
     assert capsys.readouterr().err == "measured\n"
+
+
+def test_an_estimate_at_a_large_batch_is_timed_where_a_pass_is_long_enough(monkeypatch):
+    # from m = 256 the fixed costs of a pass read up to 1.5x too long when scaled to m: the
+    # estimate's time is taken at the batch timing_batch doubles to (every pass 0.025 s here,
+    # under 0.1 s: 256, 512, 1024, then 2048, half of the batch)
+    import gradlab.experiments.planner as planner
+
+    ticks = iter(range(10**6))
+    monkeypatch.setattr("time.perf_counter", lambda: 0.025 * next(ticks))  # a pass: 0.025 s
+    loss = _SlowFrom(10**9, 0.0)
+    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    result = plan("smooth_ap", 4096, 8, estimate=True)
+    assert result["method"].endswith("time: this CPU's at m = 2048, scaled by (m / 2048)^2")
+    assert result["seconds"] == pytest.approx(0.025 * (4096 / 2048) ** 2)
+    assert set(loss.passes) == {256, 512, 1024, 2048}
