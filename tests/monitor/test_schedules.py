@@ -450,6 +450,31 @@ def test_one_schedule_that_raises_for_every_quantity_is_one_warning_naming_them_
     assert "margin_mean" in records[2]  # its own schedule: still logged
 
 
+def test_one_schedule_refused_past_the_steps_asked_ahead_is_one_warning_naming_them_all(
+        tmp_path):
+    # as a shared schedule that raises: one that answers no bool, past the steps asked ahead,
+    # disables every quantity on it under one warning and one note each
+    from gradlab.monitor import EmbeddingNorms, Loss, Margins
+    from gradlab.monitor.monitor import SCHEDULE_AHEAD
+
+    late = SCHEDULE_AHEAD + 1
+
+    def shared(step):
+        return None if step == late else step % 2 == 0
+
+    quantities = [Loss(), EmbeddingNorms(), Margins(lambda step: True)]
+    for quantity in quantities[:2]:
+        quantity.schedule = shared
+    monitor, records, caught = _logged_with_warnings(tmp_path, quantities, steps=late + 1)
+    said = [str(w.message) for w in caught if "schedule" in str(w.message)]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"gradlab.Monitor: step {late}: quantity 'loss' (and "
+                              "'embedding_norm', on the same schedule, with it) is disabled, "
+                              "refused in its schedule")
+    assert sorted(monitor.disabled) == ["embedding_norm", "loss"]
+    assert sorted(records[late]["disabled"]) == ["embedding_norm", "loss"]
+
+
 def test_a_schedule_that_answers_no_bool_past_the_steps_asked_ahead_disables_its_quantity(
         tmp_path):
     # asked ahead before the first step, the first SCHEDULE_AHEAD steps answer bools; one past

@@ -45,6 +45,7 @@ def _said(tmp_path, norms, quantities=None):
 def test_dot_products_are_said_once_with_their_largest_entry(tmp_path):
     said = _said(tmp_path, [5.0, 5.0])
     assert len(said) == 1, [str(w.message) for w in said]
+    assert said[0].category is RuntimeWarning  # as the Monitor's other warnings of a run
     message = str(said[0].message)
     rows = _embeddings(0, 5.0)  # the diagonal, no candidate in-batch, is not read
     largest = float((rows @ rows.T).masked_fill(EYE, 0.0).abs().amax())

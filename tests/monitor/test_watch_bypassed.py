@@ -157,6 +157,22 @@ def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp
                    for record in records)  # the records stay as they were
 
 
+def test_an_attached_model_stepped_before_backward_is_told_the_slip(tmp_path):
+    # an attached model has no loss value to read for the non-finite case: the plain slip
+    model = torch.nn.Linear(4, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            monitor.attach(model, torch.arange(8) % 2)
+            output = model(torch.randn(8, 4)).sum()
+            monitor.step()  # the slip
+            output.backward()
+    (told,) = _before_backward(caught)
+    assert str(told.message).startswith(
+        "gradlab.Monitor: monitor.step() closed step 0 before backward reached the inputs of "
+        "its last watched call, so embedding_grad_norm")
+
+
 def test_the_step_before_backward_warning_points_at_the_callers_step(tmp_path):
     (told,), line = _step_before_backward(tmp_path, steps=1)
     assert (told.filename, told.lineno) == (__file__, line)
