@@ -329,3 +329,16 @@ def test_a_link_to_a_section_the_page_lacks_is_written_as_its_text():
     assert without_dead_links(kept) == kept
     full = page.replace("# Report\n", "# Report\n\n## Derivation audit\n")
     assert "[derivation audit](#derivation-audit)" in without_dead_links(full)
+
+
+def test_dead_links_are_read_past_fences_with_figures_counted_from_one():
+    from gradlab.report.html import without_dead_links
+
+    # a heading after fenced code is held; one figure holds figure-1 alone (no figure-0)
+    page = ("# R\n\n```\n# not a heading\n```\n\n## Later\n\n![A](figures/a.png)\n\n"
+            "[up](#later) [f0](#figure-0) [f1](#figure-1) [f2](#figure-2) "
+            "[code](#not-a-heading)")
+    assert without_dead_links(page).splitlines()[-1] == "[up](#later) f0 [f1](#figure-1) f2 code"
+    # the page's last newline is kept, and none is added
+    assert without_dead_links(page).endswith("code") and not page.endswith("\n")
+    assert without_dead_links(page + "\n") == without_dead_links(page) + "\n"

@@ -26,6 +26,22 @@ def test_a_cell_is_the_mean_and_population_std_at_the_asked_digits(digits):
     assert cell([0.25, 0.375]) == f"{0.3125:.3f} ± {0.0625:.3f}"  # three digits by default
 
 
+@pytest.mark.parametrize(("values", "digits", "shown"), [
+    ([0.6160, 0.6168], 3, "0.616 ± <0.001"),  # std 0.0004: below the last digit
+    ([0.61, 0.614], 2, "0.61 ± <0.01"),
+    ([0.5, 0.5 + 2e-9], 8, "0.50000000 ± <0.00000001"),  # 1e-9: the bound is 10^-8 exactly
+    ([0.5, 0.5], 3, "0.500 ± 0.000"),  # no spread at all: measured zero, said so
+    ([0.5, 0.5012], 3, "0.501 ± 0.001"),  # 0.0006 rounds up to the last digit
+    ([0.25], 3, "0.250"),  # one seed: no spread to show
+])  # fmt: skip
+def test_a_spread_below_the_last_digit_is_said_as_below_it(values, digits, shown):
+    # "± 0.000" read as a measured spread of zero where the seeds differed
+    mean, std = _mean_std(values)
+    assert shown.startswith(f"{mean:.{digits}f}")
+    assert (0 < std < 0.5 * 10.0**-digits) == ("<" in shown)
+    assert cell(values, digits) == shown
+
+
 SIZES = [16, 64, 1024]
 
 
