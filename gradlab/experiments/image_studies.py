@@ -216,11 +216,12 @@ def left_out_note(record: dict | None) -> str:
             f"{left_out_examples(record)})")  # fmt: skip
 
 
-def _say_if_busy(device: str) -> None:
+def _say_if_busy(device: str, timed: bool) -> None:
     """After every check, before training on a CPU: that other processes hold the cores the
-    step times are taken on (:func:`~gradlab.experiments.runtime.busy_machine_note`)."""
+    study trains on, and the step times are taken on where it records them (``timed``:
+    :func:`~gradlab.experiments.runtime.busy_machine_note`)."""
     if str(device).startswith("cpu"):
-        note = busy_machine_note(torch.get_num_threads())
+        note = busy_machine_note(torch.get_num_threads(), timed=timed)
         if note is not None:
             print(f"gradlab: {note}", file=sys.stderr, flush=True)
 
@@ -304,7 +305,7 @@ def p_vs_batch_size_on_images(
         batch_sizes, epochs, seeds, lr, workers, device,
     )  # fmt: skip
     _say_left_out("p-vs-batch-size", dataset.split, record)
-    _say_if_busy(device)
+    _say_if_busy(device, timed=False)  # P alone: no time recorded
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
     steps: list[int] = []
     for seed in seeds:
@@ -789,7 +790,7 @@ def loss_comparison_on_images(
                        dataset.paths)
     _check_images_of(dataset, test)
     _say_left_out("losses", dataset.split, record)
-    _say_if_busy(device)
+    _say_if_busy(device, timed=True)  # each loss's forward + backward and step times
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, record, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
@@ -953,7 +954,7 @@ def anatomy_on_images(
                        dataset.paths)
     _check_images_of(dataset, test)
     _say_left_out("anatomy", dataset.split, record)
-    _say_if_busy(device)
+    _say_if_busy(device, timed=False)  # the anatomy and recall: no time recorded
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
         "steps": [], ANATOMY_DIRECTION: {key: [] for key in ANATOMY_KEYS}},

@@ -101,7 +101,7 @@ def usable_cores() -> int:
 
 
 def busy_machine_note(
-    threads: int, cores: int | None = None, load: float | None = None
+    threads: int, cores: int | None = None, load: float | None = None, *, timed: bool = True
 ) -> str | None:
     """What to say before timing on ``threads`` torch threads while other processes hold the
     cores, else None: torch's threads wait for each other at every op, and a thread that
@@ -116,6 +116,8 @@ def busy_machine_note(
         cores: the cores this process may use (default: :func:`usable_cores`).
         load: the last minute's load average (default: :func:`os.getloadavg`'s; None where
             the system has none, as on Windows: nothing is said).
+        timed: whether the work records its times; work that records none (a study of P or
+            of the gradient anatomy) is said to take longer instead.
 
     Example:
         >>> busy_machine_note(2, cores=2, load=0.1) is None  # an idle machine
@@ -134,8 +136,13 @@ def busy_machine_note(
     cores = usable_cores() if cores is None else cores
     if load is None or threads < 2 or load < 1 or load + threads <= cores:
         return None
-    return (f"the machine is busy (load average {load:.1f} over the last minute, {cores} "
-            f"core{'s' if cores > 1 else ''}): the times are taken on {threads} torch threads, "
+    busy = (f"the machine is busy (load average {load:.1f} over the last minute, {cores} "
+            f"core{'s' if cores > 1 else ''}): ")
+    if not timed:  # no time to read wrong: the run itself is what waits
+        return (busy + f"training runs on {threads} torch threads, which wait for each other "
+                "behind the other processes, so it can take many times longer; on one thread "
+                "(OMP_NUM_THREADS=1) it waits for no other")
+    return (busy + f"the times are taken on {threads} torch threads, "
             "which wait for each other behind the other processes and can read many times too "
             "long; for times that mean something, measure on an idle machine or on one thread "
             "(OMP_NUM_THREADS=1)")

@@ -30,6 +30,22 @@ def test_the_note_is_said_when_the_load_leaves_fewer_free_cores_than_threads(thr
             "something, measure on an idle machine or on one thread (OMP_NUM_THREADS=1)")
 
 
+@pytest.mark.parametrize(("threads", "cores", "load", "busy"), [
+    (2, 2, 1.0, True), (2, 2, 0.99, False), (1, 2, 5.0, False)])  # fmt: skip
+def test_work_that_records_no_time_is_said_to_take_longer_by_the_same_rule(threads, cores,
+                                                                            load, busy):
+    # a study of P or of the anatomy was told its times "can read many times too long": it
+    # records none
+    note = busy_machine_note(threads, cores=cores, load=load, timed=False)
+    assert (note is not None) == busy
+    if busy:
+        assert note == (
+            f"the machine is busy (load average {load:.1f} over the last minute, {cores} cores): "
+            f"training runs on {threads} torch threads, which wait for each other behind the "
+            "other processes, so it can take many times longer; on one thread "
+            "(OMP_NUM_THREADS=1) it waits for no other")
+
+
 def test_one_core_is_named_in_the_singular():
     assert "(load average 1.5 over the last minute, 1 core): " in busy_machine_note(
         2, cores=1, load=1.5)
