@@ -143,7 +143,9 @@ def _build_parser(
     commands.required = True
     parser.commands = commands
     report_help = "run the studies and the audit and write the report (HTML and Markdown)"
-    report = commands.add_parser("report", help=report_help, description=report_help)
+    report = commands.add_parser("report", help=report_help, description=(
+        f"{report_help}; {REPORT_MINUTES} at full size (the default), measured on a 2-core "
+        "CPU; --quick or --only SECTION runs less"))
     report.add_argument(
         "--out", type=_path, default=Path("reports/latest"),
         help="output folder, created if missing; an earlier report there is replaced whole, "
@@ -644,6 +646,12 @@ def _check_study_fits(arguments: argparse.Namespace, largest: int) -> None:
         f"--image-size {size}: one batch of {largest} images of {size} x {size} pixels needs "
         f"{need} GiB in float32 before the backbone runs, more than the {free} GiB available; "
         "try a smaller --image-size or --batch-sizes"))
+
+
+REPORT_MINUTES = "about 7 minutes"
+"""How long ``gradlab report`` takes at full size, as its ``--help`` says: the measured time of
+the published report (``figures/studies/report_timing.json``, in minutes; a test holds the
+two together)."""
 
 
 def _add_plan(commands, with_losses: bool) -> None:

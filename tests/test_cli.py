@@ -155,6 +155,20 @@ def test_report_help_gives_every_option_its_help_default_and_choices(capsys):
         assert name in text
 
 
+def test_report_help_says_how_long_the_published_report_took(capsys):
+    # a new user could not tell from --help whether the report takes seconds or an hour
+    from pathlib import Path
+
+    timing = json.loads((Path(__file__).resolve().parents[1] / "figures" / "studies" /
+                         "report_timing.json").read_text(encoding="utf-8"))  # fmt: skip
+    assert timing["quick"] is False and timing["device"] == "cpu"
+    assert timing["conditions"].startswith("2-core CPU")
+    minutes = round(timing["wall_seconds_total"] / 60)
+    _, stdout, _ = _run(["report", "--help"], capsys)
+    assert (f"; about {minutes} minutes at full size (the default), measured on a 2-core CPU; "
+            "--quick or --only SECTION runs less") in " ".join(stdout.split())
+
+
 def test_check_device_accepts_what_torch_has():
     assert check_device("cpu") == "cpu"
     if torch.cuda.is_available():
