@@ -208,7 +208,7 @@ LARGEST_TIMING_BYTES = 2**30
 def timing_batch(loss_fn, batch_size: int, dim: int, per_class: int, device: str,
                  ) -> tuple[int, float]:  # fmt: skip
     """``(m_small, seconds)``: the batch size whose pass, scaled by ``(m / m_small)^2``,
-    foretells a pass at ``m = batch_size``, and its time here (the faster of two passes).
+    foretells a pass at ``m = batch_size``, and its time here (the fastest of its passes).
 
     It starts at :func:`calibration_batch` and doubles while a pass takes less than
     :data:`FORETELLING_SECONDS`, up to half of ``batch_size``, at most
