@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -84,6 +84,9 @@ class StepAgreement:
             batch is read once, on each rank its own (:func:`gather_batch`).
         dropped: the quantities disabled on rank 0, which writes, as rank 0 offered them (bit
             ``i`` for the Monitor's quantity ``i``): every rank leaves them out from then on.
+        uneven_calls: out of step at the same step number: a rank made a watched call the
+            others did not (an extra micro-batch, or a call with gradients on outside
+            training), rather than skipping ``monitor.step()``.
     """
 
     log: bool
@@ -92,6 +95,7 @@ class StepAgreement:
     out_of_step: str | None = None
     same: bool = False
     dropped: int = 0
+    uneven_calls: bool = field(default=False, repr=False)
 
 
 def collective_device() -> torch.device:
@@ -208,7 +212,8 @@ def decide(table: list[list[int]]) -> StepAgreement:
     if len(set(steps)) > 1:
         where = ", ".join(f"rank {rank} at step {step} after {calls} watched call(s)"
                           for rank, (step, calls) in enumerate(steps))  # fmt: skip
-        return StepAgreement(log=False, out_of_step=f"the ranks are out of step ({where})")
+        return StepAgreement(log=False, out_of_step=f"the ranks are out of step ({where})",
+                             uneven_calls=len({step for step, _ in steps}) == 1)  # fmt: skip
     step = steps[0][0]
     missing = [rank for rank, row in enumerate(table) if not row[2]]
     if missing:
@@ -299,9 +304,10 @@ def _failed(what: str, error: RuntimeError) -> GradlabError:
         "another rank ended (see its own error) or never joined. Under torch.distributed every "
         "rank must make the Monitor (only rank 0 writes), call the watched loss and "
         "monitor.step() as often, and close() it: a Monitor made or closed on rank 0 alone "
-        "(inside 'if rank == 0:') waits here for ranks that never come until the process "
-        "group times out. Make it on every rank, or pass distributed='local' to log rank 0's "
-        "own batch without collectives"
+        "(inside 'if rank == 0:'), or made with distributed='local' on some ranks only, waits "
+        "here for ranks that never come until the process group times out. Make it on every "
+        "rank with the same distributed=, or pass distributed='local' on every rank to log "
+        "rank 0's own batch without collectives"
     )
 
 

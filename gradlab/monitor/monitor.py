@@ -1289,14 +1289,18 @@ class Monitor:
                                    f"{agreement.out_of_step}; the Monitor stops logging")
                 self._write_notes(step, batch)
                 # of the whole group, the same on every rank: said once, by rank 0
-                warnings.warn(
-                    f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or "
-                    "called the loss more often than the others. The Monitor stops logging for "
-                    "the rest of the run rather than mix the ranks' steps; call monitor.step() "
-                    "once per optimizer step on every rank",
-                    RuntimeWarning,
-                    stacklevel=stacklevel,
-                )
+                cause = ("a rank made a watched call the others did not (an extra micro-batch, "
+                         "or a call with gradients on outside training). The Monitor stops "
+                         "logging for the rest of the run rather than mix the ranks' calls; make "
+                         "the same watched calls on every rank between two monitor.step() "
+                         "(a call that is not trained under torch.no_grad())"
+                         if agreement.uneven_calls else
+                         "a rank skipped monitor.step() or called the loss more often than the "
+                         "others. The Monitor stops logging for the rest of the run rather than "
+                         "mix the ranks' steps; call monitor.step() once per optimizer step on "
+                         "every rank")  # fmt: skip
+                warnings.warn(f"gradlab.Monitor: {self.out_of_step}: {cause}", RuntimeWarning,
+                              stacklevel=stacklevel)  # fmt: skip
             return None
         if not agreement.log:
             self.skipped_steps += 1  # on every rank; said once, by rank 0

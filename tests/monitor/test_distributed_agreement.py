@@ -203,6 +203,9 @@ def test_ranks_at_different_steps_are_out_of_step_with_each_ranks_step_and_calls
         "the ranks are out of step (rank 0 at step 3 after 3 watched call(s), "
         "rank 1 at step 4 after 5 watched call(s))"
     )
+    assert agreement.uneven_calls is False  # a step skipped: the steps differ
+    calls = decide([[3, 3, 1, 1, 1, 1, 8, 4, 99], [3, 4, 1, 1, 1, 1, 8, 4, 99]])
+    assert calls.out_of_step is not None and calls.uneven_calls is True  # a call more
 
 
 def test_ranks_without_a_batch_are_named_in_the_skip():

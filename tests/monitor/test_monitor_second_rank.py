@@ -115,6 +115,29 @@ def test_ranks_out_of_step_stop_logging_for_the_rest_of_the_run(tmp_path, one_ra
     ]
 
 
+def test_a_rank_with_a_watched_call_more_at_the_same_step_is_told_that_cause(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # an extra micro-batch on rank 1 (its steps called monitor.step() as the others did) was
+    # told to call monitor.step() once per optimizer step, which it did
+    def a_call_more_at_step_2(step, offer):
+        return [offer[0], offer[1] + 1, *offer[2:]] if step == 2 else offer
+
+    MirrorRank(monkeypatch, a_call_more_at_step_2)
+    monitor, _, _, records, caught = _run(tmp_path, steps=4)
+    assert monitor.out_of_step.startswith("at step 2, the ranks are out of step")
+    assert [r["step"] for r in records] == [0, 1, 2]  # it stops logging all the same
+    where = ("the ranks are out of step (rank 0 at step 2 after 3 watched call(s), rank 1 at "
+             "step 2 after 4 watched call(s))")  # fmt: skip
+    assert _runtime_warnings(caught) == [
+        f"gradlab.Monitor: at step 2, {where}: a rank made a watched call the others did not "
+        "(an extra micro-batch, or a call with gradients on outside training). The Monitor "
+        "stops logging for the rest of the run rather than mix the ranks' calls; make the same "
+        "watched calls on every rank between two monitor.step() (a call that is not trained "
+        "under torch.no_grad())"
+    ]
+
+
 def test_a_rank_that_evaluates_alone_before_training_stays_in_step(tmp_path, one_rank_group,
                                                                   monkeypatch):  # fmt: skip
     # a no_grad evaluation on rank 0 alone before the first training call counted as a call,
@@ -347,9 +370,10 @@ def test_an_agreement_that_times_out_says_every_rank_must_make_the_monitor(
         "another rank ended (see its own error) or never joined. Under torch.distributed every "
         "rank must make the Monitor (only rank 0 writes), call the watched loss and "
         "monitor.step() as often, and close() it: a Monitor made or closed on rank 0 alone "
-        "(inside 'if rank == 0:') waits here for ranks that never come until the process "
-        "group times out. Make it on every rank, or pass distributed='local' to log rank 0's "
-        "own batch without collectives"
+        "(inside 'if rank == 0:'), or made with distributed='local' on some ranks only, waits "
+        "here for ranks that never come until the process group times out. Make it on every "
+        "rank with the same distributed=, or pass distributed='local' on every rank to log "
+        "rank 0's own batch without collectives"
     )
     assert raised.value.__cause__ is timeout
 
