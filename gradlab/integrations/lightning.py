@@ -221,7 +221,10 @@ class GradlabCallback(Callback):
         of the latest fit (``log_dir`` when given, else the default folder it chose, such as
         ``<default_root_dir>/gradlab_logs/version_1``), kept after the fit ends; ``None``
         before a fit opened a Monitor. Pass it to ``gradlab plot`` or
-        :func:`gradlab.monitor.read_jsonl` (``run_dir / "metrics.jsonl"``)."""
+        :func:`gradlab.monitor.read_jsonl` (``run_dir / "metrics.jsonl"``). Under
+        ``strategy="ddp_spawn"`` the fit runs in spawned processes, whose copies of the
+        callback open the Monitor: this process's stays ``None`` (give ``log_dir`` to know the
+        folder ahead)."""
         return self._run_dir
 
     def __getstate__(self) -> dict:

@@ -472,20 +472,22 @@ def _disabled(log: Path, segments: list[tuple[dict, list[dict]]]) -> str | None:
         run/metrics.jsonl: the Monitor disabled the quantity 'spread' (step 4: raised in
         compute(): KeyError) during the run: its keys end there
     """
-    said, again = [], []
+    reasons: dict[str, list[str]] = {}  # one reason, said once for all it disabled
+    again = []
     for index, (_, records) in enumerate(segments):
         for record in records:
             if not isinstance(record.get(DISABLED_KEY), dict):
                 continue
             for name, why in record[DISABLED_KEY].items():
-                said.append(f"{name!r} ({why})")
+                reasons.setdefault(str(why), []).append(repr(name))
                 step = _logged_again(name, segments[index + 1:])
                 if step is not None:
                     again.append(f"{name!r} is logged again from step {step}, where the run "
                                  "resumed")  # fmt: skip
-    if not said:
+    if not reasons:
         return None
-    plural = len(said) > 1
+    said = [f"{', '.join(names)} ({why})" for why, names in reasons.items()]
+    plural = sum(map(len, reasons.values())) > 1
     return (f"{log}: the Monitor disabled the {'quantities' if plural else 'quantity'} "
             f"{'; '.join(said)} during the run: {'their' if plural else 'its'} keys end there"
             + (f" ({'; '.join(again)})" if again else ""))  # fmt: skip

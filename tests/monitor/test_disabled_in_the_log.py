@@ -140,6 +140,20 @@ def test_gradlab_plot_names_two_disabled_quantities_in_one_sentence(tmp_path):
     ]
 
 
+def test_gradlab_plot_says_a_reason_shared_by_several_quantities_once(tmp_path):
+    # ranks out of step disable every quantity with one reason: it was said once per quantity
+    _train(tmp_path, [Loss(every(1)), Flaky("compute", at_step=1)], steps=3)
+    log = tmp_path / "metrics.jsonl"
+    lines = log.read_text(encoding="utf-8").splitlines()
+    why = "step 3: the ranks are out of step; the Monitor stops logging"
+    lines.append(json.dumps({"step": 3, "disabled": {"loss": why, "other": why}}))
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert _plot_warnings(tmp_path) == [
+        f"{log}: the Monitor disabled the quantities 'flaky' (step 1: raised in compute(): "
+        f"ValueError: no value); 'loss', 'other' ({why}) during the run: their keys end there"
+    ]
+
+
 def _raises_at(failing_step):
     def schedule(step):
         if step == failing_step:
