@@ -356,9 +356,10 @@ def test_the_estimates_timing_batch_larger_than_the_free_memory_is_refused(monke
     monkeypatch.setattr("gradlab.memory.available_bytes",
                         lambda device: 2**20 if device == "cpu" else None)  # fmt: skip
     need = 8 * 2000 * 2008 / 2**30
-    with pytest.raises(GradlabError, match=rf"m = 2000 .* needs at least {need:.1f} GiB on cpu "
-                                           r".* try a smaller class size \(per_class; --per-class "
-                                           r"on the command line\)$"):  # fmt: skip
+    with pytest.raises(GradlabError, match=rf"m = 2000 \(2 classes of 1000\), which needs at "
+                                           rf"least {need:.1f} GiB on cpu .* try a smaller "
+                                           r"class size \(per_class; --per-class on the command "
+                                           r"line\)$"):  # fmt: skip
         plan("smooth_ap", 4000, 8, per_class=1000, estimate=True)
 
 
@@ -446,3 +447,58 @@ def test_an_estimate_at_a_large_batch_is_timed_where_a_pass_is_long_enough(monke
     assert result["method"].endswith("time: this CPU's at m = 2048, scaled by (m / 2048)^2")
     assert result["seconds"] == pytest.approx(0.025 * (4096 / 2048) ** 2)
     assert set(loss.passes) == {256, 512, 1024, 2048}
+    # four times the starting batch: room for one doubling
+    assert plan("smooth_ap", 1024, 8, estimate=True)["method"].endswith(
+        "time: this CPU's at m = 512, scaled by (m / 512)^2")
+
+
+def _exact_clock(monkeypatch, pass_seconds):
+    """time.perf_counter stepping by ``pass_seconds`` a call: every timed pass (two calls)
+    lasts exactly that (a dyadic fraction: exact in floating point)."""
+    ticks = iter(range(10**6))
+    monkeypatch.setattr("time.perf_counter", lambda: pass_seconds * next(ticks))
+
+
+def test_a_pass_exactly_as_long_as_the_bounds_is_taken_at_them(monkeypatch):
+    import gradlab.experiments.planner as planner
+
+    # a pass of exactly FORETELLING_SECONDS is long enough to scale, and two of them add up to
+    # exactly twice it: timed twice at 256, not doubled
+    monkeypatch.setattr(planner, "FORETELLING_SECONDS", 0.125)
+    _exact_clock(monkeypatch, 0.125)
+    loss = _SlowFrom(10**9, 0.0)
+    assert planner.timing_batch(loss, 4096, 8, 4, "cpu") == (256, 0.125)
+    assert loss.passes == {256: 1 + 2}  # one untimed, two timed
+
+
+@pytest.mark.parametrize(("pass_seconds", "batch_size", "said"), [
+    # 5 s: LONG_PASS_SECONDS itself is said; two timed passes fit in 10 s, so 2 + 2 passes
+    (0.3125, 1024, "about 5 s here (one at m = 256, scaled by (m / 256)^2), so the 4 passes of "
+                   "the measurement about 20 s"),
+    (0.625, 2048, "about 40 s here (one at m = 256, scaled by (m / 256)^2), so the 3 passes of "
+                  "the measurement about 2 min"),  # 120 s: minutes from two on
+    (0.3125, 4096, "about 80 s here (one at m = 256, scaled by (m / 256)^2), so the 3 passes of "
+                   "the measurement about 4 min"),
+    (75 / 256, 16384, "about 1200 s here (one at m = 256, scaled by (m / 256)^2), so the 3 "
+                      "passes of the measurement about 60 min"),  # minutes of 60 s
+    # twice the timing batch: the smallest batch foretold (5 s exactly)
+    (1.25, 512, "about 5 s here (one at m = 256, scaled by (m / 256)^2), so the 4 passes of "
+                "the measurement about 20 s"),
+])  # fmt: skip
+def test_the_foretold_time_at_its_bounds(monkeypatch, capsys, pass_seconds, batch_size, said):
+    import gradlab.experiments.planner as planner
+
+    _exact_clock(monkeypatch, pass_seconds)
+    loss = _SlowFrom(10**9, 0.0)
+    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    monkeypatch.setattr(planner, "measure_loss", lambda *a, **k: {
+        "peak_extra_bytes": 1, "seconds": 1.0, "method": "m"})  # fmt: skip
+    plan("smooth_ap", batch_size, 8)
+    assert capsys.readouterr().err == (f"gradlab plan: one pass at m = {batch_size} should take "
+                                       f"{said}; --estimate answers in seconds\n")  # fmt: skip
+
+
+def test_a_measurement_with_a_smaller_batch_to_foretell_it_runs_the_loss_asked():
+    # twice the timing batch: the loss is built and passed once more to foretell the time
+    result = plan("contrastive", 512, 8)
+    assert result["method"].startswith("measured on cpu") and result["seconds"] > 0
