@@ -486,10 +486,16 @@ def check_caption(form: Form) -> Verdict:
         b_t1 = b_t + 0.25
         upper, lower = d_t(b_t, b_t1), d_t1(b_t, b_t1)
         delta_l2 = math.sqrt(2 - 2 * b_t) - math.sqrt(2 - 2 * b_t1)  # the appendix's Delta^L2
-        for x in np.linspace(b_t, b_t1, 5):
+        if lower > upper + 1e-12:  # ends swapped: no distance lies in it, said once
+            problems.append(f"at b_t = {b_t:g} the printed [d_(t+1), d_t] = [{lower:.3f}, "
+                            f"{upper:.3f}] is empty (its ends in reverse order): s = {b_t:.3f} -> "
+                            f"d = {math.sqrt(2 - 2 * b_t):.3f} and s = {b_t1:.3f} -> d = "
+                            f"{math.sqrt(2 - 2 * b_t1):.3f} lie outside it")  # fmt: skip
+        for x in np.linspace(b_t, b_t1, 5) if lower <= upper + 1e-12 else ():
             d = math.sqrt(2 - 2 * x)
             if not lower - 1e-12 <= d <= upper + 1e-12:
-                problems.append(f"s = {x:.3f} -> d = {d:.3f} not in [{lower:.3f}, {upper:.3f}]")
+                problems.append(f"s = {x:.3f} -> d = {d:.3f} not in [d_(t+1), d_t] = "
+                                f"[{lower:.3f}, {upper:.3f}]")  # fmt: skip
         if abs((upper - lower) - delta_l2) > 1e-12:
             problems.append(f"d_t - d_(t+1) = {upper - lower:.3f}, Delta^L2 = {delta_l2:.3f}")
     return decide(not problems, "every s_ij in [b_t, b_(t+1)] maps into [d_(t+1), d_t], and "
@@ -1041,7 +1047,13 @@ def check_fig2_eq6(form: Form) -> Verdict:
     n_i, n_j, n = sp.symbols("n_i n_j N", positive=True)
     equation6 = sp.Symbol("P_i") + sp.Symbol("P_j")
     truth = equation6.subs({sp.Symbol("P_i"): n_i / n, sp.Symbol("P_j"): n_j / n})
-    return symbolic_equality(form.value, truth, [n_i, n_j, n])
+
+    def counts(generator):  # a legal point: whole counts of at most N negatives on each side
+        negatives = generator.randint(1, 30)
+        return {n: negatives, n_i: generator.randint(0, negatives),
+                n_j: generator.randint(0, negatives)}
+
+    return symbolic_equality(form.value, truth, [n_i, n_j, n], sampler=counts)
 
 
 def check_bin_count(form: Form) -> Verdict:

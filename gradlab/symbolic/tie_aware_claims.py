@@ -861,12 +861,16 @@ def check_tightened(form: Form) -> Verdict:
             plain = abs(mpmath.log(high / low) - gap)
             bound = 1 / (12 * low**2) - 1 / (12 * high**2) + 1 / (120 * high**4)
             if not (error < plain and error <= bound):
-                problems.append(f"(N_(d-1), n_d) = ({before}, {size}): error {float(error):.3g}, "
-                                f"Eq. 11's {float(plain):.3g}, next term {float(bound):.3g}")  # fmt: skip
+                missed = ("not closer than Eq. 11" if not error < plain
+                          else "closer than Eq. 11 but above the next term")  # fmt: skip
+                problems.append(f"(N_(d-1), n_d) = ({before}, {size}): {missed} (error "
+                                f"{float(error):.3g}, Eq. 11's {float(plain):.3g}, next term "
+                                f"{float(bound):.3g})")  # fmt: skip
     return decide(not problems, f"closer to H(N_d) - H(N_(d-1)) than Eq. 11 and within the next "
                   f"term of Eq. 17 on all {len(TIGHTENED_BINS)} bins with N_(d-1) >= 1 (n_d up to "
                   "10^4; mpmath, 30 digits).",
-                  f"not a tightening on {len(problems)} of {len(TIGHTENED_BINS)} bins, e.g. "
+                  f"not Eq. 17's tightening (closer than Eq. 11 and within the next "
+                  f"Euler-Maclaurin term) on {len(problems)} of {len(TIGHTENED_BINS)} bins, e.g. "
                   + "; ".join(problems[:2]) + ".")  # fmt: skip
 
 

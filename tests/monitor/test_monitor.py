@@ -331,9 +331,9 @@ def test_every_takes_a_numpy_integer_read_from_a_config(tmp_path, value):
 
 def test_step_after_close_is_refused_and_names_the_run(tmp_path):
     monitor = Monitor(tmp_path)
-    assert not monitor.closed
+    assert monitor.closed is False  # a bool, as documented (not merely falsy)
     monitor.close()
-    assert monitor.closed
+    assert monitor.closed is True
     with pytest.raises(GradlabError) as error:
         monitor.step()
     assert str(error.value) == (

@@ -479,10 +479,32 @@ def test_a_caption_ring_1e_6_too_narrow_misses_s_at_b_t_and_delta_l2():
     ring = {"d_t": sp.sqrt(2 - 2 * mid) - sp.Rational(1, 10**6), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
     verdict = check_caption(Form(ring))
     root = math.sqrt
-    first = f"s = -0.750 -> d = {root(3.5):.3f} not in [{root(3):.3f}, {root(3.5) - 1e-6:.3f}]"
+    first = (f"s = -0.750 -> d = {root(3.5):.3f} not in [d_(t+1), d_t] = [{root(3):.3f}, "
+             f"{root(3.5) - 1e-6:.3f}]")
     gap = f"d_t - d_(t+1) = {root(3.5) - 1e-6 - root(3):.3f}, Delta^L2 = {root(3.5) - root(3):.3f}"
-    third = f"s = -0.250 -> d = {root(2.5):.3f} not in [{root(2):.3f}, {root(2.5) - 1e-6:.3f}]"
+    third = (f"s = -0.250 -> d = {root(2.5):.3f} not in [d_(t+1), d_t] = [{root(2):.3f}, "
+             f"{root(2.5) - 1e-6:.3f}]")
     assert (verdict.verdict, verdict.detail) == ("fails", f"{first}; {gap}; {third}.")
+
+
+def test_a_caption_ring_with_its_ends_swapped_is_said_empty_once_per_bin():
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    # the caption's ring, d_t and d_(t+1) swapped: [d_(t+1), d_t] runs backwards, and a
+    # distance "not in [1.871, 1.732]" at 1.871 read as a contradiction
+    ring = {"d_t": sp.sqrt(2 - 2 * hi), "d_(t+1)": sp.sqrt(2 - 2 * mid)}
+    verdict = check_caption(Form(ring))
+    root = math.sqrt
+
+    def empty(b_t):
+        return (f"at b_t = {b_t:g} the printed [d_(t+1), d_t] = [{root(2 - 2 * b_t):.3f}, "
+                f"{root(2 - 2 * (b_t + 0.25)):.3f}] is empty (its ends in reverse order): "
+                f"s = {b_t:.3f} -> d = {root(2 - 2 * b_t):.3f} and s = {b_t + 0.25:.3f} -> "
+                f"d = {root(2 - 2 * (b_t + 0.25)):.3f} lie outside it")
+
+    gap = f"d_t - d_(t+1) = {root(3) - root(3.5):.3f}, Delta^L2 = {root(3.5) - root(3):.3f}"
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", f"{empty(-0.75)}; {gap}; {empty(-0.25)}.")
 
 
 def test_a_caption_ring_1e_6_too_wide_misses_only_delta_l2():
@@ -735,9 +757,11 @@ def test_a_caption_ring_whose_inner_radius_is_1e_6_too_large_misses_s_at_b_t_plu
     ring = {"d_t": sp.sqrt(2 - 2 * mid), "d_(t+1)": sp.sqrt(2 - 2 * hi) + sp.Rational(1, 10**6)}
     verdict = check_caption(Form(ring))
     root = math.sqrt
-    first = f"s = -0.500 -> d = {root(3):.3f} not in [{root(3) + 1e-6:.3f}, {root(3.5):.3f}]"
+    first = (f"s = -0.500 -> d = {root(3):.3f} not in [d_(t+1), d_t] = [{root(3) + 1e-6:.3f}, "
+             f"{root(3.5):.3f}]")
     gap = f"d_t - d_(t+1) = {root(3.5) - root(3) - 1e-6:.3f}, Delta^L2 = {root(3.5) - root(3):.3f}"
-    third = f"s = 0.000 -> d = {root(2):.3f} not in [{root(2) + 1e-6:.3f}, {root(2.5):.3f}]"
+    third = (f"s = 0.000 -> d = {root(2):.3f} not in [d_(t+1), d_t] = [{root(2) + 1e-6:.3f}, "
+             f"{root(2.5):.3f}]")
     assert (verdict.verdict, verdict.detail) == ("fails", f"{first}; {gap}; {third}.")
 
 

@@ -92,10 +92,18 @@ def _next_term(before, size):
 
 
 def _tightening_problem(before, size, error):
+    # which of the two conditions it misses, read off the numbers (a new user's mutants, all
+    # closer than Eq. 11, were each called "not a tightening")
+    missed = ("closer than Eq. 11 but above the next term"
+              if float(error) < _eq11_error(before, size) else "not closer than Eq. 11")
     return (
-        f"(N_(d-1), n_d) = ({before}, {size}): error {error}, Eq. 11's "
-        f"{_g(_eq11_error(before, size))}, next term {_g(_next_term(before, size))}"
+        f"(N_(d-1), n_d) = ({before}, {size}): {missed} (error {error}, Eq. 11's "
+        f"{_g(_eq11_error(before, size))}, next term {_g(_next_term(before, size))})"
     )
+
+
+TIGHTENING = ("not Eq. 17's tightening (closer than Eq. 11 and within the next Euler-Maclaurin "
+              "term) on")
 
 
 def test_a_tightening_off_from_n_prev_2_on_names_its_first_two_bins_at_30_digits():
@@ -105,7 +113,7 @@ def test_a_tightening_off_from_n_prev_2_on_names_its_first_two_bins_at_30_digits
     verdict = check_tightened(Form(off))
     assert (verdict.verdict, verdict.detail) == (
         "fails",
-        f"not a tightening on 20 of 25 bins, e.g. {_tightening_problem(2, 1, '0.3')}; "
+        f"{TIGHTENING} 20 of 25 bins, e.g. {_tightening_problem(2, 1, '0.3')}; "
         f"{_tightening_problem(2, 2, '0.3')}.",
     )
 
@@ -116,7 +124,7 @@ def test_a_tightening_that_is_complex_at_n_prev_1_fails_there_with_an_infinite_e
     verdict = check_tightened(Form(tightened + sp.sqrt(N_prev - 2) / 10**20))
     assert (verdict.verdict, verdict.detail) == (
         "fails",
-        f"not a tightening on 5 of 25 bins, e.g. {_tightening_problem(1, 1, 'inf')}; "
+        f"{TIGHTENING} 5 of 25 bins, e.g. {_tightening_problem(1, 1, 'inf')}; "
         f"{_tightening_problem(1, 2, 'inf')}.",
     )
 
@@ -147,7 +155,7 @@ def test_a_tightening_is_held_to_the_next_euler_maclaurin_term_at_one_bin(off_by
     else:
         assert (verdict.verdict, verdict.detail) == (
             "fails",
-            f"not a tightening on 1 of 25 bins, e.g. {_tightening_problem(1, 1, shown)}.",
+            f"{TIGHTENING} 1 of 25 bins, e.g. {_tightening_problem(1, 1, shown)}.",
         )
 
 
