@@ -70,8 +70,25 @@ def _eq1_problem(value: Mapping) -> str:
         piece = sp.sympify(value.get(key, sp.nan))
         if piece.has(sp.nan) or not piece.free_symbols <= symbols:
             return (f"{key} = {piece} is not an expression in {sorted(map(str, symbols))} "
-                    "alone")  # fmt: skip
+                    f"alone{_namesake_hint(piece.free_symbols - symbols, symbols)}")  # fmt: skip
     return ""
+
+
+def _namesake_hint(foreign: set, symbols: set) -> str:
+    """For a symbol of a claim's name but other assumptions (``sp.Symbol("m")`` for the
+    claim's positive integer ``m``): SymPy holds them apart, so the form's ``m`` is not the
+    claim's; say which assumptions the claim's carries."""
+    by_name = {str(symbol): symbol for symbol in symbols}
+    namesakes = sorted(str(symbol) for symbol in foreign if str(symbol) in by_name)
+    if not namesakes:
+        return ""
+    name = namesakes[0]
+    given = getattr(by_name[name], "_assumptions_orig", None)  # as declared (SymPy >= 1.12)
+    given = given if given is not None else by_name[name].assumptions0
+    declared = ", ".join(f"{key}={value}" for key, value in sorted(given.items()))
+    return (f" (its {name} is another symbol than the claim's: SymPy tells symbols apart by "
+            f"their assumptions; use sp.Symbol({name!r}, {declared}), or the claim's own "
+            "symbols)")
 
 
 def check_operating_region(form: Form) -> Verdict:

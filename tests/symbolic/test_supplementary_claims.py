@@ -564,6 +564,28 @@ def test_an_eq1_form_with_a_piece_in_other_symbols_cannot_be_evaluated(key):
                  f"{symbols} alone.")  # fmt: skip
 
 
+def test_an_eq1_piece_in_an_m_of_other_assumptions_names_the_claims_m():
+    # a reader's own sp.Symbol("m") was refused as "m*(m - 1) is not an expression in ['m']
+    # alone", which read as a contradiction: SymPy holds the two m's apart
+    import sympy as sp
+
+    from gradlab.symbolic.claims import with_parameters
+
+    m = sp.Symbol("m")
+    stray = with_parameters(_eq1(), "another m", denominator=m * (m - 1))
+    verdict = supplementary.check_operating_region(stray)
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "Eq. 1's form cannot be evaluated: denominator = m*(m - 1) is not an "
+                 "expression in ['m'] alone (its m is another symbol than the claim's: SymPy "
+                 "tells symbols apart by their assumptions; use sp.Symbol('m', integer=True, "
+                 "positive=True), or the claim's own symbols).")  # fmt: skip
+    claims_m = sp.Symbol("m", integer=True, positive=True)  # as the message says: evaluated
+    as_printed = with_parameters(_eq1(), "the claim's m", denominator=claims_m**2)
+    assert supplementary.check_operating_region(as_printed).verdict == "holds"
+    slip = with_parameters(_eq1(), "m(m - 1)", denominator=claims_m * (claims_m - 1))
+    assert supplementary.check_operating_region(slip).detail.startswith("max |printed - true|")
+
+
 # --- Fig. S5 and S6: the printed APs -------------------------------------------------------
 
 
