@@ -1292,8 +1292,8 @@ class Monitor:
                 cause = ("a rank made a watched call the others did not (an extra micro-batch, "
                          "or a call with gradients on outside training). The Monitor stops "
                          "logging for the rest of the run rather than mix the ranks' calls; make "
-                         "the same watched calls on every rank between two monitor.step() "
-                         "(a call that is not trained under torch.no_grad())"
+                         "the same watched calls on every rank between two monitor.step() calls, "
+                         "and run a call that is not trained under torch.no_grad()"
                          if agreement.uneven_calls else
                          "a rank skipped monitor.step() or called the loss more often than the "
                          "others. The Monitor stops logging for the rest of the run rather than "

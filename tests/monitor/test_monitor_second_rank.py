@@ -133,8 +133,8 @@ def test_a_rank_with_a_watched_call_more_at_the_same_step_is_told_that_cause(
         f"gradlab.Monitor: at step 2, {where}: a rank made a watched call the others did not "
         "(an extra micro-batch, or a call with gradients on outside training). The Monitor "
         "stops logging for the rest of the run rather than mix the ranks' calls; make the same "
-        "watched calls on every rank between two monitor.step() (a call that is not trained "
-        "under torch.no_grad())"
+        "watched calls on every rank between two monitor.step() calls, and run a call that is "
+        "not trained under torch.no_grad()"
     ]
 
 
