@@ -104,6 +104,8 @@ def _setting_title(result: dict, name: str) -> str:
     if name == "trained_at_m" and "fixed_trained" in result["settings"]:
         return "one model fine-tuned at each m"
     return SETTING_TITLES[name]
+
+
 PROPORTIONS = {
     "P": ("P (Brown et al., 2020, suppl. Eq. 1)", "black", "o"),
     "P_positive_negative": ("positive-negative pairs", "tab:red", "s"),
