@@ -454,7 +454,7 @@ def test_one_schedule_refused_past_the_steps_asked_ahead_is_one_warning_naming_t
         tmp_path):
     # as a shared schedule that raises: one that answers no bool, past the steps asked ahead,
     # disables every quantity on it under one warning and one note each
-    from gradlab.monitor import EmbeddingNorms, Loss, Margins
+    from gradlab.monitor import DegenerateBatches, EmbeddingNorms, Loss, Margins
     from gradlab.monitor.monitor import SCHEDULE_AHEAD
 
     late = SCHEDULE_AHEAD + 1
@@ -462,17 +462,18 @@ def test_one_schedule_refused_past_the_steps_asked_ahead_is_one_warning_naming_t
     def shared(step):
         return None if step == late else step % 2 == 0
 
-    quantities = [Loss(), EmbeddingNorms(), Margins(lambda step: True)]
-    for quantity in quantities[:2]:
+    quantities = [Loss(), EmbeddingNorms(), DegenerateBatches(), Margins(lambda step: True)]
+    for quantity in quantities[:3]:
         quantity.schedule = shared
     monitor, records, caught = _logged_with_warnings(tmp_path, quantities, steps=late + 1)
     said = [str(w.message) for w in caught if "schedule" in str(w.message)]
     assert len(said) == 1, said
     assert said[0].startswith(f"gradlab.Monitor: step {late}: quantity 'loss' (and "
-                              "'embedding_norm', on the same schedule, with it) is disabled, "
-                              "refused in its schedule")
-    assert sorted(monitor.disabled) == ["embedding_norm", "loss"]
-    assert sorted(records[late]["disabled"]) == ["embedding_norm", "loss"]
+                              "'embedding_norm', 'degenerate_batches', on the same schedule, "
+                              "with it) is disabled, refused in its schedule")
+    shared_names = ["degenerate_batches", "embedding_norm", "loss"]
+    assert sorted(monitor.disabled) == shared_names
+    assert sorted(records[late]["disabled"]) == shared_names
 
 
 def test_a_schedule_that_answers_no_bool_past_the_steps_asked_ahead_disables_its_quantity(
