@@ -336,10 +336,11 @@ def test_the_plan_words_its_sizes_and_times_in_readable_units(peak, seconds, mem
     (3, 300, 255),  # the largest multiple of 3 up to 256, as before
 ])  # fmt: skip
 def test_the_estimates_cpu_time_is_measured_on_a_batch_of_two_classes_or_more(
-    capsys, per_class, batch_size, calibration
+    capsys, monkeypatch, per_class, batch_size, calibration
 ):
     # a valid plan ended in "gradlab: batch size must be a positive integer; got 0", naming a
     # batch size the user never gave
+    monkeypatch.setattr("gradlab.experiments.planner.TIMING_SECONDS", 0.0)  # one timed pass
     assert main(["plan", "--batch-size", str(batch_size), "--dim", "8", "--per-class",
                  str(per_class), "--estimate"]) == 0  # fmt: skip
     out, err = capsys.readouterr()
