@@ -169,7 +169,15 @@ def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
         f"than the {free} GiB available; {instead}"))
 
 
-def _loss(name: str, tau: float, batch_size: int):
+def plan_loss(name: str, tau: float, batch_size: int):
+    """The loss ``gradlab plan`` measures for ``--loss name``: the loss comparison's own
+    (:func:`gradlab.experiments.loss_comparison.loss_functions`) at ``tau``, called as
+    ``loss(embeddings, labels)``.
+
+    Example:
+        >>> type(plan_loss("smooth_ap", 0.01, 64)).__name__
+        'SmoothAPLoss'
+    """
     from gradlab.experiments.loss_comparison import loss_functions
 
     return loss_functions(tau, batch_size)[PLAN_LOSSES[name]]
@@ -290,7 +298,7 @@ def measure_loss(
     """
     check_loss_plan(loss, batch_size, dim, per_class)
     check_positive_int("repeats", repeats)
-    loss_fn = _loss(loss, tau, batch_size)
+    loss_fn = plan_loss(loss, tau, batch_size)
     embeddings, labels = _inputs(batch_size, dim, per_class, device)
     if torch.device(device).type == "cpu":  # said before the first pass: what its times mean
         note = busy_machine_note(torch.get_num_threads())
@@ -452,7 +460,7 @@ def plan(
                                                          else "")
         ):  # fmt: skip
             if 2 * calibration_batch(batch_size, per_class) <= batch_size:  # else as fast
-                _foretell_a_long_pass(_loss(loss, tau, batch_size), loss, batch_size, dim,
+                _foretell_a_long_pass(plan_loss(loss, tau, batch_size), loss, batch_size, dim,
                                       per_class, device)  # fmt: skip
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
     if loss not in ESTIMATED:
@@ -478,7 +486,7 @@ def plan(
         f"their gradient, the embeddings and theirs), more than the {free} GiB available; try a "
         "smaller class size (per_class; --per-class on the command line)"))
     if 4 * small <= batch_size:  # room to double: a pass long enough to scale
-        small, _ = timing_batch(_loss(loss, tau, small), batch_size, dim, per_class, "cpu")
+        small, _ = timing_batch(plan_loss(loss, tau, small), batch_size, dim, per_class, "cpu")
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {

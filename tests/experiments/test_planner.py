@@ -410,7 +410,7 @@ def test_a_long_measurement_is_foretold_before_its_first_pass(monkeypatch, capsy
     import gradlab.experiments.planner as planner
 
     loss = _SlowFrom(1024, 0.1)
-    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    monkeypatch.setattr(planner, "plan_loss", lambda name, tau, batch_size: loss)
     monkeypatch.setattr(planner, "measure_loss", lambda *a, **k: (
         print("measured", file=sys.stderr), {"peak_extra_bytes": 1, "seconds": 1.0,
                                              "method": "m"})[1])  # fmt: skip
@@ -443,7 +443,7 @@ def test_an_estimate_at_a_large_batch_is_timed_where_a_pass_is_long_enough(monke
     ticks = iter(range(10**6))
     monkeypatch.setattr("time.perf_counter", lambda: 0.025 * next(ticks))  # a pass: 0.025 s
     loss = _SlowFrom(10**9, 0.0)
-    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    monkeypatch.setattr(planner, "plan_loss", lambda name, tau, batch_size: loss)
     result = plan("smooth_ap", 4096, 8, estimate=True)
     assert result["method"].endswith("time: this CPU's at m = 2048, scaled by (m / 2048)^2")
     assert result["seconds"] == pytest.approx(0.025 * (4096 / 2048) ** 2)
@@ -491,7 +491,7 @@ def test_the_foretold_time_at_its_bounds(monkeypatch, capsys, pass_seconds, batc
 
     _exact_clock(monkeypatch, pass_seconds)
     loss = _SlowFrom(10**9, 0.0)
-    monkeypatch.setattr(planner, "_loss", lambda name, tau, batch_size: loss)
+    monkeypatch.setattr(planner, "plan_loss", lambda name, tau, batch_size: loss)
     monkeypatch.setattr(planner, "measure_loss", lambda *a, **k: {
         "peak_extra_bytes": 1, "seconds": 1.0, "method": "m"})  # fmt: skip
     plan("smooth_ap", batch_size, 8)
