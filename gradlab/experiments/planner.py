@@ -240,12 +240,7 @@ def timing_batch(loss_fn, batch_size: int, dim: int, per_class: int, device: str
         times: list[float] = []  # the fastest of a few: a busy machine slows some passes
         while len(times) < MOST_TIMING_PASSES and (
                 len(times) < 2 or sum(times) < 2 * FORETELLING_SECONDS):  # fmt: skip
-            embeddings.grad = None
-            _sync(device)
-            started = time.perf_counter()
-            loss_fn(embeddings, labels).backward()
-            _sync(device)
-            times.append(time.perf_counter() - started)
+            times.append(_timed_pass(loss_fn, embeddings, labels, device))
         taken = min(times)
         if (taken >= FORETELLING_SECONDS or 4 * small > batch_size
                 or 2 * small > LARGEST_TIMING_BATCH
@@ -269,6 +264,17 @@ def _foretell_a_long_pass(loss_fn, loss: str, batch_size: int, dim: int, per_cla
               f"(one at m = {small}, scaled by (m / {small})^2), so the {passes} passes of the "
               f"measurement about {_rounded_time(passes * seconds)}{instead}",
               file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _timed_pass(loss_fn, embeddings: torch.Tensor, labels: torch.Tensor, device: str) -> float:
+    """Seconds of one forward + backward of ``loss_fn``, the device synchronised on both sides
+    (the embeddings' gradient cleared first)."""
+    embeddings.grad = None
+    _sync(device)
+    started = time.perf_counter()
+    loss_fn(embeddings, labels).backward()
+    _sync(device)
+    return time.perf_counter() - started
 
 
 def _sync(device: str) -> None:
@@ -331,14 +337,7 @@ def measure_loss(
             loss_fn(embeddings, labels).backward()
         peak = meter.peak if meter.available else None
         method = "measured on cpu: the C allocator's bytes in use (mallinfo2) after every op"
-    times = []
-    for _ in range(repeats):
-        embeddings.grad = None
-        _sync(device)
-        started = time.perf_counter()
-        loss_fn(embeddings, labels).backward()
-        _sync(device)
-        times.append(time.perf_counter() - started)
+    times = [_timed_pass(loss_fn, embeddings, labels, device) for _ in range(repeats)]
     method += f"; time: the median of {repeats} run{'s' if repeats > 1 else ''}"
     if torch.device(device).type == "cpu":  # on a busy machine, threads > 1 wait for each other
         threads = torch.get_num_threads()
