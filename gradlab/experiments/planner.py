@@ -19,6 +19,7 @@ with the 4-per-class sampler's labels (the backbone's activations come on top), 
 from __future__ import annotations
 
 import ctypes
+import gc
 import statistics
 import sys
 import time
@@ -100,6 +101,11 @@ class PeakBytes:
     held at once (a temporary freed inside one kernel is not seen). ``available`` is False off
     glibc, where nothing is measured.
 
+    The reading is the whole process's, so the meter collects Python's garbage on entry and
+    holds the cyclic collector off inside the block (restoring it on exit): the garbage of
+    earlier code, freed by a collection inside the block, would lower the readings below the
+    entry's and hide the block's own tensors. Another thread's allocations still count.
+
     Example:
         >>> with PeakBytes() as meter:
         ...     _ = torch.ones(1 << 20) * 2.0  # two 4 MiB tensors, alive together
@@ -112,6 +118,7 @@ class PeakBytes:
         self.available = self._in_use is not None
         self.peak = 0
         self._mode: Any = None
+        self._collecting = False
 
     def __enter__(self) -> PeakBytes:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -119,6 +126,9 @@ class PeakBytes:
         if self._in_use is None:
             return self
         meter, read = self, self._in_use
+        gc.collect()
+        self._collecting = gc.isenabled()
+        gc.disable()
         start = read()
 
         class _Mode(TorchDispatchMode):
@@ -137,6 +147,8 @@ class PeakBytes:
     def __exit__(self, *exc: object) -> None:
         if self._mode is not None:
             self._mode.__exit__(*exc)
+            if self._collecting:
+                gc.enable()
 
 
 def _inputs(batch_size: int, dim: int, per_class: int, device: str, seed: int = 0):

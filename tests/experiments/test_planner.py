@@ -36,23 +36,56 @@ allocator's bookkeeping and small temporaries are not in it."""
 @needs_mallinfo
 def test_the_meter_sees_tensors_alive_together_and_not_those_freed_before():
     mib = 1 << 20
-    # the garbage of earlier tests, collected during a measurement, was freed inside it: the
-    # peak read 8358688 bytes, 29920 short of 8 MiB, in one test order of three
-    gc.collect()
-    gc.disable()
-    try:
-        with PeakBytes() as together:
-            first = torch.ones(mib)  # 4 MiB
-            second = first * 2.0  # 4 MiB more while the first lives
-            del first, second
-        with PeakBytes() as one_at_a_time:
-            for _ in range(3):
-                value = torch.ones(mib)
-                del value
-    finally:
-        gc.enable()
+    with PeakBytes() as together:
+        first = torch.ones(mib)  # 4 MiB
+        second = first * 2.0  # 4 MiB more while the first lives
+        del first, second
+    with PeakBytes() as one_at_a_time:
+        for _ in range(3):
+            value = torch.ones(mib)
+            del value
     assert 8 * mib <= together.peak < 9 * mib
     assert 4 * mib <= one_at_a_time.peak < 5 * mib
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor, self.me = tensor, self
+
+
+@needs_mallinfo
+def test_garbage_left_before_the_block_is_freed_before_its_first_reading():
+    # the garbage of earlier tests, collected during a measurement, was freed inside it: the
+    # peak read 8358688 bytes, 29920 short of 8 MiB, in one test order of three; and in the
+    # whole suite the doctest's 8 MiB read less. Here a collection is forced inside the block.
+    mib = 1 << 20
+    gc.disable()
+    try:
+        _Cycle(torch.ones(4 * mib))  # 16 MiB of garbage that only a collection frees
+        with PeakBytes() as meter:
+            collecting_inside = gc.isenabled()
+            gc.collect()  # what an automatic collection inside the block would do
+            first = torch.ones(mib)
+            second = first * 2.0
+            del first, second
+    finally:
+        gc.enable()
+    assert not collecting_inside
+    assert 8 * mib <= meter.peak < 9 * mib
+
+
+@needs_mallinfo
+def test_the_meter_restores_the_collector_as_it_found_it():
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            with PeakBytes():
+                torch.ones(4)
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
 
 
 @needs_mallinfo
