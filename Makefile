@@ -47,9 +47,10 @@ docs: $(STAMP)
 docs-check: docs
 	$(BIN)/python tools/docs_check.py site
 
-# CI: every test, the slow tier included.
+# CI: every test, the slow tier included. --dist loadgroup: the tests that share one costly
+# session fixture (the whole audit, the quick report) run on one worker, which builds it once.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The edit loop: every test but those marked slow, and without the test modules that import
 # Lightning, Hugging Face or sentence-transformers when collected, nor two tests that import
@@ -67,7 +68,7 @@ FRAMEWORK_MODULES = --ignore-glob='*/integrations/*lightning*' \
 	--deselect=tests/monitor/test_watched.py::test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles \
 	--deselect=tests/equivalence/test_builtin.py::test_cached_mnrl_is_checked_against_its_own_loss
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not slow" $(FRAMEWORK_MODULES)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" $(FRAMEWORK_MODULES)
 
 # ruff, then the import contract of pyproject.toml ([tool.importlinter]): the library never
 # imports the studies or the CLI.

@@ -5,15 +5,13 @@ import re
 
 import pytest
 
-from gradlab.cli import main
 from gradlab.plotting.monitor import flat_families, load_runs
 from gradlab.report import SECTIONS
 
 
 @pytest.mark.slow
-def test_quick_report_writes_every_output(tmp_path):
-    out = tmp_path / "report"
-    assert main(["report", "--out", str(out), "--quick"]) == 0
+def test_quick_report_writes_every_output(quick_report):
+    out = quick_report
     results = json.loads((out / "results.json").read_text())
     assert set(results["sections"]) == set(SECTIONS) and not results["skipped"]
     summary = (out / "summary.md").read_text()

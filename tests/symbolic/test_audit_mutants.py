@@ -2,7 +2,8 @@
 
 Done when, for every record: at least 3 mutants from at least 2 operators (or a stated reason
 for each operator that made none), none equal to the printed form or the correction, all killed.
-The audit runs once for this module (about 25 s of CPU), without the P-vs-batch measurement.
+The records are the session's (``audit_records``, ``make audit``'s, the measured claim with the
+quick measurement), checked once for every test module that reads them.
 """
 
 import json
@@ -23,11 +24,6 @@ REJECTING = ("fails", "inconclusive", "not-reproduced")
 """A mutant is killed when its check rejects it; not-testable-here rejects nothing."""
 
 
-@pytest.fixture(scope="module")
-def records() -> list[dict]:
-    return run_audit(mutants=True)
-
-
 def _done_when(record: dict) -> list[str]:
     """The done-when, counted here from the mutant results themselves (not from the counts)."""
     results = record["mutant_results"]
@@ -46,13 +42,13 @@ def _done_when(record: dict) -> list[str]:
     return problems
 
 
-def test_every_record_has_enough_mutants_none_its_own_form_all_killed(records):
-    short = {record["id"]: _done_when(record) for record in records if _done_when(record)}
+def test_every_record_has_enough_mutants_none_its_own_form_all_killed(audit_records):
+    short = {record["id"]: _done_when(record) for record in audit_records if _done_when(record)}
     assert set(short) == set(KNOWN_SHORTFALLS), short
 
 
-def test_the_counts_agree_with_the_mutant_results(records):
-    for record in records:
+def test_the_counts_agree_with_the_mutant_results(audit_records):
+    for record in audit_records:
         results = record["mutant_results"]
         assert record["mutants"] == len(results), record["id"]
         assert record["mutants_killed"] == sum(r["verdict"] in REJECTING for r in results)
@@ -61,14 +57,14 @@ def test_the_counts_agree_with_the_mutant_results(records):
         assert len({r["formula"] for r in results}) == len(results), record["id"]
 
 
-def test_the_engines_shortfalls_are_the_done_when(records):
-    for record in records:
+def test_the_engines_shortfalls_are_the_done_when(audit_records):
+    for record in audit_records:
         assert bool(mutant_shortfalls(record)) == bool(_done_when(record)), record["id"]
 
 
-def test_no_record_uses_internal_words(records):
+def test_no_record_uses_internal_words(audit_records):
     pattern = re.compile(r"\bissue \d+|\bseed 00\d", re.IGNORECASE)
-    found = {r["id"]: pattern.findall(json.dumps(r)) for r in records}
+    found = {r["id"]: pattern.findall(json.dumps(r)) for r in audit_records}
     assert {key: words for key, words in found.items() if words} == {}
 
 
