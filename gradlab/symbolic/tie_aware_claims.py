@@ -592,19 +592,39 @@ def one_item_bin_growth(form: Form) -> Verdict:
 def empty_bin_value(form: Form) -> Verdict:
     """Is the term defined (a finite number) at an empty bin c_d = c+_d = 0, C_(d-1) = 3?
 
+    A form that is 0/0 there fails as printed (code that evaluates it gets NaN); the detail
+    then says whether the 0/0 is removable: whether the term tends to one finite value as
+    c_d -> 0+ for every share c+_d = rho c_d of relevant items (rho = 0 included).
+
     Example:
         >>> empty_bin_value(Form(c_pos / c)).detail
-        'substituting c_d = c+_d = 0 gives nan: undefined as printed.'
+        'substituting c_d = c+_d = 0 gives nan: undefined as printed (the term tends to rho as c_d -> 0+ with c+_d = rho c_d: no one value).'
+        >>> empty_bin_value(Form(c_pos * sp.log(1 + c) / c)).detail
+        'substituting c_d = c+_d = 0 gives nan: undefined as printed (a removable 0/0: the term tends to 0 as c_d -> 0+ for every share c+_d = rho c_d).'
     """
     term = form.value.subs({C_prev: 3, C_pos_prev: 1, N_plus: 2, sp.Symbol("rho"): sp.Rational(1, 2)})
-    value = term.subs(N_d, 3 + c).xreplace({c_pos: sp.Integer(0), c: sp.Integer(0)})
+    term = term.subs(N_d, 3 + c)
+    value = term.xreplace({c_pos: sp.Integer(0), c: sp.Integer(0)})
     if value.is_finite is None and value is not sp.nan:  # a free symbol left: no number
         return undecided(f"SymPy cannot tell whether the term at c_d = c+_d = 0, {value}, is "
                          "finite.")
+    failing = f"substituting c_d = c+_d = 0 gives {value}: undefined as printed"
+    if value is sp.nan:
+        failing += f" ({_limit_at_an_empty_bin(term)})"
     return decide(value.is_finite is True, f"the term is {value} at c_d = c+_d = 0.",
-                  f"substituting c_d = c+_d = 0 gives {value}: undefined as printed.",
-                  failure="undefined" if value.is_finite is False or value is sp.nan
+                  f"{failing}.", failure="undefined" if value.is_finite is False or value is sp.nan
                   else "wrong-value")  # fmt: skip
+
+
+def _limit_at_an_empty_bin(term: sp.Expr) -> str:
+    """What a 0/0 at an empty bin tends to as c_d -> 0+ along c+_d = rho c_d, every rho."""
+    share = sp.Symbol("rho", nonnegative=True)
+    limits = {sp.limit(term.subs(c_pos, share * c), c, 0, "+"),
+              sp.limit(term.subs(c_pos, 0), c, 0, "+")}  # fmt: skip
+    if len(limits) == 1 and (limit := limits.pop()).is_finite and not limit.free_symbols:
+        return f"a removable 0/0: the term tends to {limit} as c_d -> 0+ for every share c+_d = rho c_d"
+    shown = sp.limit(term.subs(c_pos, share * c), c, 0, "+")
+    return f"the term tends to {shown} as c_d -> 0+ with c+_d = rho c_d: no one value"
 
 
 @_form_errors_fail

@@ -621,6 +621,21 @@ def test_an_empty_bin_is_checked_at_the_documented_point(pole):
     )
 
 
+def test_an_empty_bins_0_over_0_is_called_removable_only_when_every_share_gives_one_limit():
+    # He et al.'s Eq. 13 term at C_(d-1) = 3, C+_(d-1) = 1, N+ = 2: a c+/c factor times a
+    # logarithm that vanishes with c. Evaluated in floats near the empty bin, for shares rho,
+    # it goes to 0 whatever the share; c+/c alone goes to the share itself.
+    printed = (c_pos * (c_pos - 1) / (N_plus * (c - 1)) + c_pos * (C_pos_prev - (C_prev + 1)
+               * (c_pos - 1) / (c - 1) + 1) * sp.log(N_d / C_prev) / (N_plus * c))  # fmt: skip
+    near = sp.lambdify((c, c_pos), printed.subs({C_prev: 3, C_pos_prev: 1, N_plus: 2, N_d: 3 + c}))
+    assert all(abs(near(1e-9, share * 1e-9)) < 1e-8 for share in (0.0, 0.25, 1.0))
+    assert "a removable 0/0: the term tends to 0 " in empty_bin_value(Form(printed)).detail
+    # the share itself, and a pole: no one value, and no limit said for the pole (a zoo)
+    assert "tends to rho as c_d -> 0+ with c+_d = rho c_d: no one value" in empty_bin_value(
+        Form(c_pos / c)).detail
+    assert "removable" not in empty_bin_value(Form(c_pos / c**2)).detail
+
+
 @pytest.mark.parametrize("variable", [c, c_pos])
 def test_an_empty_bin_sets_both_counts_to_zero(variable):
     verdict = empty_bin_value(Form(1 / variable))
