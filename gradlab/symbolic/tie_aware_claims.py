@@ -1208,7 +1208,10 @@ def claims() -> list[Claim]:
               correction=mutant(eq21, chain[:3], "corrected"),
               mutants=(mutant(eq21, (chain[0], chain[1], chain[3]), "n_d/(2 N_(d-1)^2) as the last step"),),
               note="1/(2N_(d-1)) - 1/(2N_d) = n_d/(2 N_(d-1) N_d) exactly; n_d/(2 N_(d-1)^2) is an "
-              "upper bound, not the same order when n_d / N_(d-1) grows.",
+              "upper bound, not the same order when n_d / N_(d-1) grows. Read as one-way O-bounds "
+              "the chain holds; the text reads its last term as the error's order (\"The error "
+              "is proportional to n_d\"), which it is not: the error tends to 1/(2N_(d-1)) as n_d "
+              "grows.",
               cause="n_d/(2 N_(d-1)^2) bounds the error, it is not of its order"),
         Claim(SEED, "claim-no-ties", "with no ties (n_d in {0, 1}) the sum in Eq. 11 is 0 or "
               "1/N_d, evaluated directly: no approximation error", no_ties, check_no_ties,

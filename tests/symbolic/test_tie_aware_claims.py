@@ -768,6 +768,19 @@ def test_the_corrected_o_chain_holds_and_the_printed_last_step_is_rejected():
     assert "at n_d / N_(d-1) = 1000" in verdict.detail and "term 3" not in verdict.detail
 
 
+def test_the_eq21_notes_two_readings_are_true():
+    # the note: as one-way O-bounds the chain holds (each term at most the next, b = a + n),
+    # and the error n_d/(2 N_(d-1) N_d) tends to 1/(2 N_(d-1)), not with n_d, as n_d grows
+    A, N = sp.symbols("A N", positive=True)
+    error, last = N / (2 * A * (A + N)), N / (2 * A**2)
+    assert sp.simplify(last - error - N**2 / (2 * A**2 * (A + N))) == 0  # a positive gap
+    assert sp.limit(error, N, sp.oo) == 1 / (2 * A)
+    assert sp.limit(last, N, sp.oo) == sp.oo
+    note = _claim("eq21").note
+    assert "Read as one-way O-bounds the chain holds" in note
+    assert "the error tends to 1/(2N_(d-1)) as n_d grows" in note
+
+
 def test_an_o_chain_must_start_at_eq20s_term_in_n_prev_and_n_d():
     # n_d / (2 N_(d-1) N_d) equals Eq. 20's term only through N_d = N_(d-1) + n_d
     verdict = check_eq21(Form((n / (2 * a * b), 1 / (2 * a) - 1 / (2 * b))))
