@@ -31,9 +31,52 @@ SLOW_DOCTESTS = {
 }
 """Library examples (doctests) that `make test-fast` leaves out; `make test` runs them."""
 
+SHARED_FIXTURE_MODULES = {
+    "audit": ("tests/symbolic/test_audit.py", "tests/symbolic/test_audit_mutants.py",
+              "tests/symbolic/test_audit_output.py", "tests/symbolic/test_claim_records.py",
+              "tests/symbolic/test_readme_audit.py"),
+    "quick_report": ("tests/report/test_full_quick_report.py", "tests/report/test_side_by_side.py"),
+}
+"""Group -> the test modules that read one costly session fixture (the whole audit, checked
+with its mutants; the quick report): under ``make test`` (``pytest -n 2 --dist loadgroup``) each
+group's modules run on one worker, which builds the fixture once. xdist's own ``xdist_group``
+mark does not group under pytest 9 (it renames a node id that pytest 9 no longer reads), so the
+scheduler below groups by module; :data:`SHARED_FIXTURES` keeps the table complete."""
+
+SHARED_FIXTURES = {"audit": ("audit_record", "audit_records"), "quick_report": ("quick_report",)}
+"""Group -> the session fixtures its modules share; a test elsewhere that reads one is refused
+at collection (it would build the fixture again on another worker)."""
+
+
+def _group_of(nodeid: str) -> str | None:
+    module = nodeid.split("::", 1)[0]
+    return next((group for group, modules in SHARED_FIXTURE_MODULES.items()
+                 if module in modules), None)  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: xdist's load-group scheduling, grouped by :func:`_group_of`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SharedFixtureScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = _group_of(nodeid)
+            return f"shared fixture: {group}" if group else super()._split_scope(nodeid)
+
+    return SharedFixtureScheduling(config, log)
+
 
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by marker
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for group, fixtures in SHARED_FIXTURES.items():
+            if set(fixtures) & set(getattr(item, "fixturenames", ())) and (
+                    _group_of(item.nodeid) != group):  # fmt: skip
+                raise pytest.UsageError(
+                    f"{item.nodeid} reads the shared session fixture {fixtures} of group "
+                    f"{group!r}: add its module to SHARED_FIXTURE_MODULES in tests/conftest.py")
     for item in items:
         if isinstance(item, pytest.DoctestItem) and item.name in SLOW_DOCTESTS:
             item.add_marker(pytest.mark.slow)

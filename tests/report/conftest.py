@@ -2,8 +2,8 @@
 
 ``gradlab report --quick`` takes about a minute of two cores; the test of its outputs and the
 test that its sections give the same numbers side by side as one after the other read the same
-run. A test that asks for :func:`quick_report` runs on the worker that holds it (``make test``
-runs ``pytest -n 2 --dist loadgroup``).
+run. Their modules run on one worker under ``make test`` (``SHARED_FIXTURE_MODULES`` in
+``tests/conftest.py``), which runs the report once.
 """
 
 from pathlib import Path
@@ -14,14 +14,6 @@ from gradlab.cli import main
 
 QUICK_REPORT_WORKERS = 2
 """The run's ``--workers``: its sections overlap their waits, its seeds run side by side."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here) and "quick_report" in item.fixturenames:
-            item.add_marker(pytest.mark.xdist_group("quick_report"))
 
 
 @pytest.fixture(scope="session")

@@ -14,28 +14,14 @@ first asked for, so the tests of every other claim (the non-slow tier) never pay
 """
 
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 import pytest
 
 from gradlab.symbolic import run_audit
 from gradlab.symbolic.audit import MODULES, all_claims
 
-AUDIT_FIXTURES = frozenset({"audit_record", "audit_records", "records"})
-"""The fixtures that hold this session's records: a test that asks for one runs on the worker
-that holds them (``make test`` runs ``pytest -n 2 --dist loadgroup``), so the whole audit is
-checked once in a run, not once on each worker (about 55 CPU-seconds each time)."""
-
 MEASURED_LABEL = "claim-p-grows-with-batch-size"
 """The one claim decided by a measurement passed in; its tests are marked slow."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here) and AUDIT_FIXTURES & set(item.fixturenames):
-            item.add_marker(pytest.mark.xdist_group("audit"))
 
 
 @pytest.fixture(scope="session")
