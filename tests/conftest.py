@@ -54,16 +54,32 @@ def _group_of(nodeid: str) -> str | None:
                  if module in modules), None)  # fmt: skip
 
 
+def _modules_with_module_fixtures() -> frozenset[str]:
+    """The test modules that define a module-scoped fixture (``scope="module"`` in their text):
+    their tests run on one worker, which builds the fixture once (split between the workers, the
+    examples' module ran every example script twice, 33 s each time)."""
+    root = Path(__file__).resolve().parent.parent
+    modules = (root / "tests").rglob("test_*.py")
+    return frozenset(path.relative_to(root).as_posix() for path in modules
+                     if 'scope="module"' in path.read_text())  # fmt: skip
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``: xdist's load-group scheduling, grouped by :func:`_group_of`."""
+    """``--dist loadgroup``: xdist's load-group scheduling, each group of
+    :data:`SHARED_FIXTURE_MODULES` one unit of work, each module with a module-scoped fixture
+    one unit, every other test a unit of its own."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
+    whole_modules = _modules_with_module_fixtures()
+
     class SharedFixtureScheduling(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            group = _group_of(nodeid)
-            return f"shared fixture: {group}" if group else super()._split_scope(nodeid)
+            group, module = _group_of(nodeid), nodeid.split("::", 1)[0]
+            if group is not None:
+                return f"shared fixture: {group}"
+            return module if module in whole_modules else super()._split_scope(nodeid)
 
     return SharedFixtureScheduling(config, log)
 
