@@ -64,24 +64,34 @@ def _modules_with_module_fixtures() -> frozenset[str]:
                      if 'scope="module"' in path.read_text())  # fmt: skip
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadgroup``: xdist's load-group scheduling, each group of
-    :data:`SHARED_FIXTURE_MODULES` one unit of work, each module with a module-scoped fixture
-    one unit, every other test a unit of its own."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadGroupScheduling
+class _SharedFixtureScheduler:
+    """xdist's scheduler hook, registered only where xdist is (``-p no:xdist``, as mutation
+    testing runs, knows no such hook and would refuse it)."""
 
-    whole_modules = _modules_with_module_fixtures()
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        """``--dist loadgroup``: xdist's load-group scheduling, each group of
+        :data:`SHARED_FIXTURE_MODULES` one unit of work, each module with a module-scoped
+        fixture one unit, every other test a unit of its own."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
 
-    class SharedFixtureScheduling(LoadGroupScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            group, module = _group_of(nodeid), nodeid.split("::", 1)[0]
-            if group is not None:
-                return f"shared fixture: {group}"
-            return module if module in whole_modules else super()._split_scope(nodeid)
+        whole_modules = _modules_with_module_fixtures()
 
-    return SharedFixtureScheduling(config, log)
+        class SharedFixtureScheduling(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                group, module = _group_of(nodeid), nodeid.split("::", 1)[0]
+                if group is not None:
+                    return f"shared fixture: {group}"
+                return module if module in whole_modules else super()._split_scope(nodeid)
+
+        return SharedFixtureScheduling(config, log)
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_SharedFixtureScheduler(), "gradlab-shared-fixtures")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by marker

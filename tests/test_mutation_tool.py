@@ -7,13 +7,17 @@ counts written out by hand. No mutmut run: the selection is what is tested.
 
 import fnmatch
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tools.mutation import (
     GROUPS,
+    ROOT,
+    _mutmut_config,
     changed_functions,
     committed_hashes,
     function_hashes,
@@ -380,3 +384,16 @@ def test_a_judged_mutant_counts_as_what_its_reason_says():
     # killed 6 + 1 by hand, of the 10 - 1 equivalent
     assert totals["killed_share_of_non_equivalent"] == pytest.approx(7 / 9)
     assert totals["survivors"] == ["m.x_f__mutmut_4"]
+
+
+@pytest.mark.slow  # starts pytest
+def test_the_suite_collects_with_the_options_mutmut_runs_it_with():
+    # mutmut runs pytest without xdist: a conftest hook of xdist's, registered as such, made
+    # every mutation run stop at "unknown hook 'pytest_xdist_make_scheduler'"
+    config = _mutmut_config(["gradlab/losses.py"], [])
+    options = json.loads(re.search(r"^pytest_add_cli_args = (\[.*\])$", config, re.M).group(1))
+    assert "no:xdist" in options
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "--collect-only", "tests/test_defaults.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]

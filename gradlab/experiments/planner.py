@@ -126,9 +126,6 @@ class PeakBytes:
         if self._in_use is None:
             return self
         meter, read = self, self._in_use
-        gc.collect()
-        self._collecting = gc.isenabled()
-        gc.disable()
         start = read()
 
         class _Mode(TorchDispatchMode):
@@ -139,9 +136,18 @@ class PeakBytes:
 
         with _Mode():  # the first dispatch in a process imports and caches (tens of MiB)
             torch.zeros(2).add(1.0).sum()
-        self.peak, start = 0, read()
-        self._mode = _Mode()
-        self._mode.__enter__()
+        gc.collect()
+        self._collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self.peak, start = 0, read()
+            mode = _Mode()
+            mode.__enter__()
+        except BaseException:
+            if self._collecting:
+                gc.enable()
+            raise
+        self._mode = mode
         return self
 
     def __exit__(self, *exc: object) -> None:
