@@ -189,15 +189,36 @@ def _some_at_the_default_tau(
     None."""
     if not families:
         return None
-    at_default = [name for run_headers, name in zip(headers, names, strict=True)
+    at_default = [(name, _logged_families(run_headers, families))
+                  for run_headers, name in zip(headers, names, strict=True)
                   if run_headers and _at_the_default_tau(run_headers)]  # fmt: skip
+    at_default = [(name, drawn) for name, drawn in at_default if drawn]
     if not at_default or len(at_default) == len(names):
         return None
-    runs = ", ".join(at_default)
-    return (f"{runs} {'was' if len(at_default) == 1 else 'were'} logged by a loss without a "
-            f"sigmoid tau: {'its' if len(at_default) == 1 else 'their'} lines of "
-            f"{', '.join(families)} measure SmoothAP's sigmoid at gradlab's default tau, not "
-            "that loss's gradient, and do not compare with the other runs'")
+    said = []  # runs that logged the same families named together
+    for drawn in dict.fromkeys(drawn for _, drawn in at_default):
+        runs = [name for name, theirs in at_default if theirs == drawn]
+        said.append(f"{', '.join(runs)} {'was' if len(runs) == 1 else 'were'} logged by a loss "
+                    f"without a sigmoid tau: {'its' if len(runs) == 1 else 'their'} lines of "
+                    f"{', '.join(drawn)} measure SmoothAP's sigmoid at gradlab's default tau, "
+                    "not that loss's gradient, and do not compare with the other runs'")
+    return "; ".join(said)
+
+
+def _logged_families(run_headers: list[dict], families: list[str]) -> tuple[str, ...]:
+    """Those of ``families`` whose keys a run's stepped headers say it logged: the keys of the
+    ``schedules`` of its quantities not in ``not_logged``. A header without schedules (an older
+    or hand-written log) is taken to have logged every family."""
+    keys: set[str] = set()
+    for header in run_headers:
+        schedules = header.get("schedules")
+        if not isinstance(schedules, dict):
+            return tuple(families)
+        unserved = header.get("not_logged")
+        unserved = unserved if isinstance(unserved, dict) else {}
+        keys.update(key for name, schedule in schedules.items() if name not in unserved
+                    and isinstance(schedule, dict) for key in schedule.get("keys", ()))  # fmt: skip
+    return tuple(family for family in families if set(FAMILIES[family][1]) & keys)
 
 
 def _said_of_the_default_tau(plot: Plot, tau: float) -> Plot:
@@ -507,8 +528,10 @@ def _logged_again(name: str, later: list[tuple[dict, list[dict]]]) -> int | None
     return None
 
 
-NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "
-               "not_logged says what the watched loss could not serve)")
+NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: the warnings of "
+               "its training say why, such as a watched call the Monitor could not read; its "
+               "header's not_logged, where it has one, names the quantities the watched loss "
+               "could not serve)")
 """What a log without a logged step may be: "yet" alone read oddly of a run that ended."""
 
 

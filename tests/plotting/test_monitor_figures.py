@@ -252,8 +252,10 @@ def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
         load_runs([run])
 
 
-NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: its header's "
-               "not_logged says what the watched loss could not serve)")
+NONE_LOGGED = ("(a run that has not logged yet, or one that logged nothing: the warnings of "
+               "its training say why, such as a watched call the Monitor could not read; its "
+               "header's not_logged, where it has one, names the quantities the watched loss "
+               "could not serve)")
 """What a log without a logged step is said to be (it said "yet" of a run that had ended)."""
 
 
@@ -261,7 +263,8 @@ def test_a_log_without_records_is_refused(tmp_path):
     run = _log(tmp_path / "run", ({"run": 1}, []))
     with pytest.raises(GradlabError, match=r"run.metrics.jsonl holds no logged step \(a run "
                                            r"that has not logged yet, or one that logged "
-                                           r"nothing: its header's not_logged says"):
+                                           r"nothing: the warnings of its training say "
+                                           r"why"):
         load_runs([run])
     other = _log(tmp_path / "other", ({"run": 1}, []))
     with pytest.raises(GradlabError, match=r"run.metrics.jsonl and .*other.metrics.jsonl hold no"):
@@ -1524,9 +1527,9 @@ def test_a_log_with_no_key_at_all_and_one_with_two_unknown_keys_are_refused_in_w
         f"{UNDRAWN_HINT}")
 
 
-def _run_of(folder, loss_fn):
+def _run_of(folder, loss_fn, preset="default"):
     generator = torch.Generator().manual_seed(0)
-    with gradlab.Monitor(folder, preset="default", every=1) as monitor:  # tau: not given
+    with gradlab.Monitor(folder, preset=preset, every=1) as monitor:  # tau: not given
         watched = monitor.watch(loss_fn)
         for _ in range(2):
             embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
@@ -1592,6 +1595,24 @@ def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, m
                     "tau: their lines of operating_region, gradient_counts, gradient_count_mean "
                     "measure SmoothAP's sigmoid at gradlab's default tau, not that loss's "
                     "gradient, and do not compare with the other runs'"]
+
+
+def test_an_overlay_names_of_each_run_at_the_default_tau_only_the_families_it_logged(
+        tmp_path, monkeypatch):
+    # NT-Xent watched on its score matrix under the full preset logs no decomposition,
+    # relaxation gap or gradient agreement (they need the embeddings): the warning named them
+    # among "its lines" all the same, because the SmoothAP run drew them
+    ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1), preset="full")
+    smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01), preset="full")
+    unserved = json.loads((ntxent / "metrics.jsonl").read_text().splitlines()[0])["header"][
+        "not_logged"]
+    assert {"decomposition", "relaxation_gap", "gradient_agreement"} <= set(unserved)
+    _, said = _default_tau_overlay(monkeypatch, [ntxent, smooth], tmp_path)
+    assert len(said) == 1
+    lines = said[0].split("its lines of ")[1].split(" measure")[0].split(", ")
+    assert "operating_region" in lines and "gradient_counts" in lines
+    assert not any(line.startswith(("decomposition", "relaxation_gap", "gradient_agreement"))
+                   for line in lines), lines  # fmt: skip
 
 
 def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_path,
