@@ -205,6 +205,29 @@ def _some_at_the_default_tau(
     return "; ".join(said)
 
 
+def _runs_at_the_default_tau(
+    headers: list[list[dict]], names: list[str], families: list[str]
+) -> dict[str, list[str]]:
+    """Family -> the runs (by ``names``) logged at gradlab's default tau that logged it, when
+    some of the runs drawn, not all, were (:func:`_some_at_the_default_tau`); else empty."""
+    if _some_at_the_default_tau(headers, names, families) is None:
+        return {}
+    drawn = {name: _logged_families(run_headers, families)
+             for run_headers, name in zip(headers, names, strict=True)
+             if run_headers and _at_the_default_tau(run_headers)}  # fmt: skip
+    return {family: runs for family in families
+            if (runs := [name for name, theirs in drawn.items() if family in theirs])}
+
+
+def _said_of_runs_at_the_default_tau(plot: Plot, runs: list[str]) -> Plot:
+    """``plot`` of a family that reads tau, its title naming the ``runs`` drawn on it that were
+    logged at gradlab's default tau by a loss without a sigmoid (the figure alone says it)."""
+    whose = "its" if len(runs) == 1 else "their"
+    return dataclasses.replace(plot, title=(
+        f"{plot.title} [{', '.join(runs)}: SmoothAP's sigmoid at the default tau, not {whose} "
+        "loss's gradient]"))
+
+
 def _logged_families(run_headers: list[dict], families: list[str]) -> tuple[str, ...]:
     """Those of ``families`` whose keys a run's stepped headers say it logged: the keys of the
     ``schedules`` of its quantities not in ``not_logged``. A header without schedules (an older
@@ -756,11 +779,14 @@ def plot_runs(
     if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
         plots = {family: _said_of_the_default_tau(plot, default_tau)
                  if family in TAU_FAMILIES else plot for family, plot in plots.items()}
-    else:  # some runs only: said of them by name
-        some = _some_at_the_default_tau(
-            headers, named, [family for family in present if family in TAU_FAMILIES])
+    else:  # some runs only: said of them by name, in a warning and on their figures
+        drawn_tau = [family for family in present if family in TAU_FAMILIES]
+        some = _some_at_the_default_tau(headers, named, drawn_tau)
         if some is not None:
             warnings.warn(some, UserWarning, stacklevel=caller_stacklevel())
+            at_default = _runs_at_the_default_tau(headers, named, drawn_tau)
+            plots = {family: _said_of_runs_at_the_default_tau(plot, at_default[family])
+                     if family in at_default else plot for family, plot in plots.items()}
     if mixed is not None:
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})

@@ -1574,8 +1574,9 @@ def _default_tau_overlay(monkeypatch, runs, tmp_path) -> tuple[list[str], list[s
 
 def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau(tmp_path,
                                                                                 monkeypatch):
-    """Overlaid with a SmoothAP run, the titles cannot say it of the NT-Xent run alone: a
-    warning names it, and the titles stay plain."""
+    """Overlaid with a SmoothAP run, a warning names the NT-Xent run, and so do the titles of
+    the sigmoid's families (they were plain: a figure alone read the NT-Xent run's counts as
+    its gradient's); the other titles stay plain."""
     ntxent = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))
     titles, said = _default_tau_overlay(monkeypatch, [ntxent, smooth], tmp_path)
@@ -1583,7 +1584,10 @@ def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau
                     "operating_region, gradient_counts, gradient_count_mean measure SmoothAP's "
                     "sigmoid at gradlab's default tau, not that loss's gradient, and do not "
                     "compare with the other runs'"]
-    assert not any("default tau" in title for title in titles)
+    note = f" [{ntxent.name}: SmoothAP's sigmoid at the default tau, not its loss's gradient]"
+    noted = {title.replace("\n", " ") for title in titles if "default tau" in title}
+    assert noted == {monitor_plots.PLOTS[family].title + note
+                     for family in ("operating_region", "gradient_counts", "gradient_count_mean")}
 
 
 def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, monkeypatch):
