@@ -68,7 +68,7 @@ FRAMEWORK_MODULES = --ignore-glob='*/integrations/*lightning*' \
 	--deselect=tests/monitor/test_watched.py::test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles \
 	--deselect=tests/equivalence/test_builtin.py::test_cached_mnrl_is_checked_against_its_own_loss
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow" $(FRAMEWORK_MODULES)
+	$(BIN)/python -m pytest -n 2 -m "not slow" $(FRAMEWORK_MODULES)
 
 # ruff, then the import contract of pyproject.toml ([tool.importlinter]): the library never
 # imports the studies or the CLI.
