@@ -181,42 +181,30 @@ def _default_tau(headers: list[list[dict]]) -> float | None:
     return float(tau) if isinstance(tau, (int, float)) and not isinstance(tau, bool) else None
 
 
-def _some_at_the_default_tau(
+def _runs_at_the_default_tau(
     headers: list[list[dict]], names: list[str], families: list[str]
-) -> str | None:
-    """What to say when some of the runs drawn, not all, were logged at gradlab's default tau
-    (:func:`_at_the_default_tau`) and ``families`` of :data:`TAU_FAMILIES` are drawn, or
-    None."""
-    if not families:
-        return None
-    at_default = [(name, _logged_families(run_headers, families))
+) -> dict[str, tuple[str, ...]]:
+    """Run (by ``names``) -> those of ``families`` (of :data:`TAU_FAMILIES`, drawn) it logged,
+    for the runs logged at gradlab's default tau (:func:`_at_the_default_tau`) when some of the
+    runs drawn, not all, were; else empty (a lone run's titles say it, none at all need not)."""
+    at_default = {name: _logged_families(run_headers, families)
                   for run_headers, name in zip(headers, names, strict=True)
-                  if run_headers and _at_the_default_tau(run_headers)]  # fmt: skip
-    at_default = [(name, drawn) for name, drawn in at_default if drawn]
-    if not at_default or len(at_default) == len(names):
-        return None
-    said = []  # runs that logged the same families named together
-    for drawn in dict.fromkeys(drawn for _, drawn in at_default):
-        runs = [name for name, theirs in at_default if theirs == drawn]
+                  if run_headers and _at_the_default_tau(run_headers)}  # fmt: skip
+    at_default = {name: drawn for name, drawn in at_default.items() if drawn}
+    return at_default if at_default and len(at_default) < len(names) else {}
+
+
+def _some_at_the_default_tau(at_default: dict[str, tuple[str, ...]]) -> str | None:
+    """What to say of the runs of :func:`_runs_at_the_default_tau` (runs that logged the same
+    families named together), or None."""
+    said = []
+    for drawn in dict.fromkeys(at_default.values()):
+        runs = [name for name, theirs in at_default.items() if theirs == drawn]
         said.append(f"{', '.join(runs)} {'was' if len(runs) == 1 else 'were'} logged by a loss "
                     f"without a sigmoid tau: {'its' if len(runs) == 1 else 'their'} lines of "
                     f"{', '.join(drawn)} measure SmoothAP's sigmoid at gradlab's default tau, "
                     "not that loss's gradient, and do not compare with the other runs'")
-    return "; ".join(said)
-
-
-def _runs_at_the_default_tau(
-    headers: list[list[dict]], names: list[str], families: list[str]
-) -> dict[str, list[str]]:
-    """Family -> the runs (by ``names``) logged at gradlab's default tau that logged it, when
-    some of the runs drawn, not all, were (:func:`_some_at_the_default_tau`); else empty."""
-    if _some_at_the_default_tau(headers, names, families) is None:
-        return {}
-    drawn = {name: _logged_families(run_headers, families)
-             for run_headers, name in zip(headers, names, strict=True)
-             if run_headers and _at_the_default_tau(run_headers)}  # fmt: skip
-    return {family: runs for family in families
-            if (runs := [name for name, theirs in drawn.items() if family in theirs])}
+    return "; ".join(said) or None
 
 
 def _said_of_runs_at_the_default_tau(plot: Plot, runs: list[str]) -> Plot:
@@ -780,13 +768,15 @@ def plot_runs(
         plots = {family: _said_of_the_default_tau(plot, default_tau)
                  if family in TAU_FAMILIES else plot for family, plot in plots.items()}
     else:  # some runs only: said of them by name, in a warning and on their figures
-        drawn_tau = [family for family in present if family in TAU_FAMILIES]
-        some = _some_at_the_default_tau(headers, named, drawn_tau)
+        at_default = _runs_at_the_default_tau(
+            headers, named, [family for family in present if family in TAU_FAMILIES])
+        some = _some_at_the_default_tau(at_default)
         if some is not None:
             warnings.warn(some, UserWarning, stacklevel=caller_stacklevel())
-            at_default = _runs_at_the_default_tau(headers, named, drawn_tau)
-            plots = {family: _said_of_runs_at_the_default_tau(plot, at_default[family])
-                     if family in at_default else plot for family, plot in plots.items()}
+        runs_of = {family: [name for name, drawn in at_default.items() if family in drawn]
+                   for family in plots}  # fmt: skip
+        plots = {family: _said_of_runs_at_the_default_tau(plot, runs_of[family])
+                 if runs_of[family] else plot for family, plot in plots.items()}
     if mixed is not None:
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})

@@ -619,12 +619,12 @@ def empty_bin_value(form: Form) -> Verdict:
 def _limit_at_an_empty_bin(term: sp.Expr) -> str:
     """What a 0/0 at an empty bin tends to as c_d -> 0+ along c+_d = rho c_d, every rho."""
     share = sp.Symbol("rho", nonnegative=True)
-    limits = {sp.limit(term.subs(c_pos, share * c), c, 0, "+"),
-              sp.limit(term.subs(c_pos, 0), c, 0, "+")}  # fmt: skip
-    if len(limits) == 1 and (limit := limits.pop()).is_finite and not limit.free_symbols:
-        return f"a removable 0/0: the term tends to {limit} as c_d -> 0+ for every share c+_d = rho c_d"
-    shown = sp.limit(term.subs(c_pos, share * c), c, 0, "+")
-    return f"the term tends to {shown} as c_d -> 0+ with c+_d = rho c_d: no one value"
+    along_share = sp.limit(term.subs(c_pos, share * c), c, 0, "+")
+    if (along_share == sp.limit(term.subs(c_pos, 0), c, 0, "+") and along_share.is_finite
+            and not along_share.free_symbols):  # fmt: skip
+        return (f"a removable 0/0: the term tends to {along_share} as c_d -> 0+ for every share "
+                "c+_d = rho c_d")
+    return f"the term tends to {along_share} as c_d -> 0+ with c+_d = rho c_d: no one value"
 
 
 @_form_errors_fail
