@@ -620,8 +620,7 @@ def _limit_at_an_empty_bin(term: sp.Expr) -> str:
     """What a 0/0 at an empty bin tends to as c_d -> 0+ along c+_d = rho c_d, every rho."""
     share = sp.Symbol("rho", nonnegative=True)
     along_share = sp.limit(term.subs(c_pos, share * c), c, 0, "+")
-    if (along_share == sp.limit(term.subs(c_pos, 0), c, 0, "+") and along_share.is_finite
-            and not along_share.free_symbols):  # fmt: skip
+    if along_share == sp.limit(term.subs(c_pos, 0), c, 0, "+") and along_share.is_finite:
         return (f"a removable 0/0: the term tends to {along_share} as c_d -> 0+ for every share "
                 "c+_d = rho c_d")
     return f"the term tends to {along_share} as c_d -> 0+ with c+_d = rho c_d: no one value"

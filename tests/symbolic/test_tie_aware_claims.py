@@ -634,6 +634,8 @@ def test_an_empty_bins_0_over_0_is_called_removable_only_when_every_share_gives_
     assert "tends to rho as c_d -> 0+ with c+_d = rho c_d: no one value" in empty_bin_value(
         Form(c_pos / c)).detail
     assert "removable" not in empty_bin_value(Form(c_pos / c**2)).detail
+    # one finite limit for every share above 0, another with no relevant item (c+ = 0): 1, 0
+    assert "removable" not in empty_bin_value(Form(c_pos / (c_pos + c**2))).detail
 
 
 @pytest.mark.parametrize("variable", [c, c_pos])
