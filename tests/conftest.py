@@ -28,6 +28,10 @@ SLOW_DOCTESTS = {
     "gradlab.symbolic.claims.undecided": "audits a claim with its mutants: half a second",
     "gradlab.symbolic.audit.all_claims": "builds every paper's claims: a quarter of a second",
     "gradlab.symbolic.supplementary_claims.check_fig_s5": "a SymPy check: a fifth of a second",
+    "gradlab.experiments.planner.plan": "measures a loss's time and memory: a second",
+    "gradlab.experiments.planner.measure_loss": "times a loss's passes: a second",
+    "gradlab.experiments.planner.PeakBytes": "collects garbage and holds 8 MiB: half a second",
+    "gradlab.monitor.sinks.WandbSink": "starts an offline W&B run: half a second",
 }
 """Library examples (doctests) that `make test-fast` leaves out; `make test` runs them."""
 

@@ -93,6 +93,7 @@ def _orphaned_strings(source: str) -> list[int]:
             if is_string(before) and is_string(after)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_attribute_docstring_follows_its_name():
     # mkdocstrings reads the string right below a constant as its docstring: a second string
     # below it belongs to no name, and the constant above the first shows the wrong text

@@ -20,6 +20,7 @@ def _run(script: str, *arguments: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "arguments", "message"), [
     ("bench_memory.py", ["--out", "/proc/x.json"], "bench_memory.py: --out must be a path "
      "gradlab can write; got '/proc/x.json', and files cannot be written in '/proc'"),

@@ -378,6 +378,7 @@ def test_validate_off_counts_nothing_in_the_cross_modal_form_but_smooth_ap(name)
     assert checked.degenerate_batches == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("watched", [False, True])
 @pytest.mark.parametrize("name", RANKING)
 def test_the_warning_points_at_the_line_that_called_the_loss(name, watched, tmp_path):

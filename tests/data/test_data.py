@@ -7,6 +7,7 @@ from gradlab import GradlabError
 from gradlab.data import ClassBalancedBatches, load_digits_split
 
 
+@pytest.mark.slow
 def test_digits_split_is_disjoint_by_class_and_complete():
     split = load_digits_split()
     assert set(split.train_labels.tolist()) == {0, 1, 2, 3, 4}

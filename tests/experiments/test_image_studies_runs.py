@@ -544,6 +544,7 @@ def test_a_training_items_crop_is_seeded_by_the_blake2b_digest_of_seed_and_draw(
         assert torch.equal(picture, seeded[2][0]) and label == seeded[2][1]
 
 
+@pytest.mark.slow
 def test_the_loss_study_times_each_loss_three_times_by_default_on_this_process_threads(
     tmp_path,
 ):  # fmt: skip

@@ -76,6 +76,7 @@ class _StandInCuda:
                             lambda device=None: (64 << 30, 80 << 30))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_cuda_measurement_reads_the_peak_above_the_start_on_that_device(monkeypatch):
     cuda = _StandInCuda(monkeypatch)
     cost = measure_loss("contrastive", 8, 4, device="cuda:1", repeats=2)
@@ -102,6 +103,7 @@ def test_a_cuda_measurement_reads_the_peak_above_the_start_on_that_device(monkey
     ]
 
 
+@pytest.mark.slow
 def test_a_cpu_measurement_does_not_touch_cuda(monkeypatch):
     cuda = _StandInCuda(monkeypatch)
     cost = measure_loss("contrastive", 8, 4, device="cpu", repeats=1)
@@ -109,6 +111,7 @@ def test_a_cpu_measurement_does_not_touch_cuda(monkeypatch):
     assert cuda.moved == [] and {event[0] for event in cuda.events} == {"pass"}
 
 
+@pytest.mark.slow
 def test_a_plan_on_a_cuda_device_that_is_here_measures_it_with_the_temperature(monkeypatch):
     cuda = _StandInCuda(monkeypatch)
     result = plan("smooth_ap", 8, 4, device="cuda:1", tau=0.05)
@@ -142,6 +145,7 @@ def test_another_device_is_estimated_even_when_cuda_is_here(monkeypatch):
     assert cuda.events == []
 
 
+@pytest.mark.slow
 def test_the_calibration_of_an_estimate_runs_the_loss_at_the_temperature_asked(monkeypatch):
     cuda = _StandInCuda(monkeypatch, available=False)
     plan("smooth_ap", 16, 4, estimate=True, tau=0.05)
@@ -173,6 +177,7 @@ class _ExactClock:
         return float(next(self.readings))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("warm_up", [10 / 3, 10 / 7, 0.1])
 def test_passes_that_would_take_just_over_the_budget_are_not_all_timed(monkeypatch, warm_up):
     # 10 / 3 rounds up as a float: three passes of it take a little more than 10 s (exactly,

@@ -103,6 +103,7 @@ class _Clock:
         return self.now
 
 
+@pytest.mark.slow
 def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
     # the first call is the warm-up (1/1024 s: all seven timed calls fit in the timing budget)
     clock = _Clock([2**-10, 0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
@@ -117,6 +118,7 @@ def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("warm_up", "repeats", "timed"),
     [(2**-10, 5, 5), (2**-10, 20, 20), (2.0, 5, 5), (3.0, 5, 3), (4.0, 5, 2), (5.0, 5, 2),
@@ -147,6 +149,7 @@ def test_measure_refuses_a_repeat_count_that_is_not_positive():
         measure_loss("fast_ap", 8, 4, repeats=0)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PeakBytes().available, reason="glibc's mallinfo2 is not here")
 def test_the_measured_peak_holds_at_least_the_scores_and_their_gradient():
     m = 128
@@ -155,6 +158,7 @@ def test_the_measured_peak_holds_at_least_the_scores_and_their_gradient():
         assert 8 * m * m <= peak < 100 * m * m, (loss, peak)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("loss", "per_class", "include"),
     [("smooth_ap", 3, False), ("smooth_ap_query_included", 4, True)],
@@ -197,6 +201,7 @@ def test_an_estimate_scales_the_calibration_time_by_the_squared_batch_ratio(
     assert small_plan["method"].endswith(f"m = {6 * per_class}, scaled by (m / {6 * per_class})^2")
 
 
+@pytest.mark.slow
 def test_a_plan_here_is_measured_and_a_loss_without_a_model_is_not_estimated(monkeypatch):
     monkeypatch.setattr("time.perf_counter", _Clock(itertools.repeat(0.25)))
     result = plan("fast_ap", 8, 4, device="cpu")
@@ -244,6 +249,7 @@ def test_the_printed_plan():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PeakBytes().available, reason="glibc's mallinfo2 is not here")
 def test_the_meter_counts_mapped_blocks_reads_zero_when_idle_and_stops_at_exit():
     meter = PeakBytes()
@@ -262,6 +268,7 @@ def test_the_meter_counts_mapped_blocks_reads_zero_when_idle_and_stops_at_exit()
     del after
 
 
+@pytest.mark.slow
 def test_measuring_leaves_the_global_random_state_alone(monkeypatch):
     monkeypatch.setattr("time.perf_counter", _Clock(itertools.repeat(0.5)))
     torch.manual_seed(123)
@@ -297,6 +304,7 @@ def test_the_meters_one_time_setup_does_not_count_as_a_slow_pass(monkeypatch):
     assert " the median of 5 runs on " in cost["method"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("load", "threads", "said"),
                          [(2.7, 2, True), (0.2, 2, False), (2.7, 1, False), (1.2, 2, True)])
 def test_a_measurement_says_first_that_other_processes_hold_the_cores(

@@ -33,6 +33,7 @@ BAND = (0.8, 1.3)
 allocator's bookkeeping and small temporaries are not in it."""
 
 
+@pytest.mark.slow
 @needs_mallinfo
 def test_the_meter_sees_tensors_alive_together_and_not_those_freed_before():
     mib = 1 << 20
@@ -55,6 +56,7 @@ class _Cycle:
         self.tensor, self.me = tensor, self
 
 
+@pytest.mark.slow
 @needs_mallinfo
 def test_garbage_left_before_the_block_is_freed_before_its_first_reading():
     # the garbage of earlier tests, collected during a measurement, was freed inside it: the
@@ -76,6 +78,7 @@ def test_garbage_left_before_the_block_is_freed_before_its_first_reading():
     assert 8 * mib <= meter.peak < 9 * mib
 
 
+@pytest.mark.slow
 @needs_mallinfo
 def test_the_meter_restores_the_collector_as_it_found_it():
     for enabled in (True, False):
@@ -165,6 +168,7 @@ def test_the_model_counts_the_blocks_of_the_chunk_loop():
     assert estimate_smooth_ap(8, 4, budget=10**6) == 10 * 64 + 8 * 32 + 4 * 8 * 8 * (3 + 8)
 
 
+@pytest.mark.slow
 def test_plan_prints_the_measurement_on_cpu(capsys):
     assert main(["plan", "--loss", "contrastive", "--batch-size", "64", "--dim", "16",
                  "--device", "cpu"]) == 0  # fmt: skip
@@ -305,6 +309,7 @@ def test_a_torch_out_of_memory_error_while_measuring_is_one_line(monkeypatch, ca
                    "smaller --batch-size\n")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_batch_that_fits_exactly_is_measured_and_the_free_memory_is_named(monkeypatch):
     least = 8 * 64 * (64 + 8)
     monkeypatch.setattr("gradlab.memory.available_bytes", lambda device: least)
@@ -363,6 +368,7 @@ def test_the_plan_words_its_sizes_and_times_in_readable_units(peak, seconds, mem
     assert f"peak extra memory: {memory} (" in text and f"time per step:     {time} (" in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("per_class", "batch_size", "calibration"), [
     (300, 600, 600),  # 256 holds no class of 300: it was measured at m = 0
     (200, 800, 400),  # 256 holds one class of 200 (no negative): it was measured at m = 200
@@ -438,6 +444,7 @@ def test_the_timing_batch_doubles_until_a_pass_is_long_enough_to_scale(
     assert loss.passes == {m: (2 if m >= slow_from else 20) + (m == 256) for m in sizes}
 
 
+@pytest.mark.slow
 def test_a_long_measurement_is_foretold_before_its_first_pass(monkeypatch, capsys):
     # `gradlab plan --batch-size 16384` measured for minutes with no word before its first pass
     import gradlab.experiments.planner as planner
@@ -467,6 +474,7 @@ def test_a_long_measurement_is_foretold_before_its_first_pass(monkeypatch, capsy
     assert capsys.readouterr().err == "measured\n"
 
 
+@pytest.mark.slow
 def test_an_estimate_at_a_large_batch_is_timed_where_a_pass_is_long_enough(monkeypatch):
     # from m = 256 the fixed costs of a pass read up to 1.5x too long when scaled to m: the
     # estimate's time is taken at the batch timing_batch doubles to (every pass 0.025 s here,
@@ -532,6 +540,7 @@ def test_the_foretold_time_at_its_bounds(monkeypatch, capsys, pass_seconds, batc
                                        f"{said}; --estimate answers in seconds\n")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_measurement_with_a_smaller_batch_to_foretell_it_runs_the_loss_asked():
     # twice the timing batch: the loss is built and passed once more to foretell the time
     result = plan("contrastive", 512, 8)

@@ -296,6 +296,7 @@ def test_usable_cores_read_the_affinity_mask_else_the_core_count(monkeypatch):
         assert usable_cores() == expected
 
 
+@pytest.mark.slow
 def test_progress_lines_reach_a_buffered_log_at_once(lines, monkeypatch):
     raw = io.BytesIO()
     log = io.TextIOWrapper(raw, encoding="utf-8")  # buffered: nothing reaches raw unflushed

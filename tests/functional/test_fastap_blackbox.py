@@ -78,6 +78,7 @@ def test_fastap_of_a_batch_of_one_class_has_zero_gradient_even_at_bin_centres(bi
     assert leaf.grad.abs().max().item() == 0.0
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1), margin=st.sampled_from([0.0, 0.02, 0.3]))
 def test_blackbox_forward_is_exact_ap_after_the_margin(seed, margin):
     generator = torch.Generator().manual_seed(seed)
@@ -379,6 +380,7 @@ def test_a_positive_scored_minus_inf_is_a_non_candidate(dtype):
             assert float(ap[q]) == pytest.approx(expected, rel=torch.finfo(dtype).eps)
 
 
+@pytest.mark.slow
 def test_fastap_at_its_most_bins_stays_near_its_float64_value_and_takes_numpy_integers():
     # the bound's reason: float32 FastAP drifts from float64 as the bins narrow (docstring of
     # MAX_BINS); at 2**14 bins it stays within 1e-3 on random batches, and <= 1

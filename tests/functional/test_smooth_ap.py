@@ -220,6 +220,7 @@ def test_errors_are_value_errors():
 # --- one host synchronisation: the grouping, the finiteness check, validate= -------------------
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 2**31 - 1),
     queries=st.integers(1, 9),

@@ -129,6 +129,7 @@ EXTRAS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow"}
 """The package each sink name needs."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SINKS))
 def test_a_sink_object_beside_its_own_name_is_refused_naming_both(tmp_path, name):
     # each would write every record (twice the header in metrics.jsonl, two event files)

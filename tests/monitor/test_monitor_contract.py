@@ -625,6 +625,7 @@ def test_a_monitor_closed_before_any_call_writes_its_header_alone(tmp_path, ever
     assert headers[0]["config"]["preset"] == "cheap"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_monitor_stopped_by_its_losss_error_is_not_said_to_have_ended_unstepped(tmp_path,
                                                                                   strict):

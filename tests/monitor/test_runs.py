@@ -719,6 +719,7 @@ def test_a_run_logged_to_csv_alone_resumes_after_its_last_row_with_other_sinks(t
     assert [record["step"] for record in records] == [3, 4]
 
 
+@pytest.mark.slow
 def test_a_monitor_collected_without_close_leaves_no_file_open(tmp_path):
     # its metrics.jsonl was left to the collector: a ResourceWarning "unclosed file"
     import gc
@@ -735,6 +736,7 @@ def test_a_monitor_collected_without_close_leaves_no_file_open(tmp_path):
     assert _steps(tmp_path / "run") == [0, 1]
 
 
+@pytest.mark.slow
 def test_a_sink_object_serving_a_second_run_keeps_its_file_when_the_first_is_collected(
         tmp_path):
     import gc

@@ -415,6 +415,7 @@ def test_a_wandb_run_that_cannot_start_is_reported_at_its_wandb_folder(tmp_path,
         f"({str(folder.resolve() / 'wandb')!r}): no route to the W&B server). {FAULT_TAIL}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [False, True])
 def test_an_mlflow_fault_is_reported_at_the_tracking_uri_not_the_log_dir(tmp_path, monkeypatch,
                                                                          given):

@@ -106,6 +106,7 @@ def test_columns_follow_the_first_checkpoints_losses_and_one_panel_is_drawn_alon
     assert axis.get_ylabel() == "share of the negative gradient"
 
 
+@pytest.mark.slow
 def test_panels_are_titled_by_loss_and_step_on_shared_log_rank_axes(drawn):
     figure = drawn(_record())
     titles = [axis.get_title() for axis in figure.axes]

@@ -1409,6 +1409,7 @@ def _run_at(folder, tau, preset):
     return folder
 
 
+@pytest.mark.slow
 def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters(tmp_path):
     # P and the gradient counts of runs at tau 0.01 and 0.05 were overlaid without a word
     first = _run_at(tmp_path / "a", 0.01, "default")
@@ -1433,6 +1434,7 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
         assert not [w for w in caught if "different taus" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_the_taus_warning_names_the_runs_by_their_labels_when_given(tmp_path):
     # it named the runs by their full paths, though the legends said "a" and "b"
     first = _run_at(tmp_path / "a", 0.01, "default")
@@ -1447,6 +1449,7 @@ def test_the_taus_warning_names_the_runs_by_their_labels_when_given(tmp_path):
         "sigmoid width), so their lines do not compare across them"]
 
 
+@pytest.mark.slow
 def test_a_run_left_out_for_logging_no_step_is_not_named_among_the_taus(tmp_path):
     # an empty run at tau 0.05 was left out of the figures but named in the taus warning
     first = _run_at(tmp_path / "a", 0.01, "default")
@@ -1472,6 +1475,7 @@ def test_a_run_left_out_for_logging_no_step_is_not_named_among_the_taus(tmp_path
     assert not [w for w in caught if "different taus" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_a_run_resumed_at_another_tau_names_both_of_its_taus(tmp_path):
     first = _run_at(tmp_path / "a", 0.01, "default")
     resumed = gradlab.Monitor(first, tau=0.05, preset="default", every=1, resume=True)
@@ -1542,6 +1546,7 @@ def _run_of(folder, loss_fn, preset="default"):
     return folder
 
 
+@pytest.mark.slow
 def test_the_sigmoid_families_of_a_loss_without_a_tau_say_so_in_their_titles(tmp_path,
                                                                             monkeypatch):
     # an NT-Xent run drew P and the gradient counts (SmoothAP's sigmoid at gradlab's default
@@ -1572,6 +1577,7 @@ def _default_tau_overlay(monkeypatch, runs, tmp_path) -> tuple[list[str], list[s
     return titles, [str(w.message) for w in caught if "sigmoid tau" in str(w.message)]
 
 
+@pytest.mark.slow
 def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau(tmp_path,
                                                                                 monkeypatch):
     """Overlaid with a SmoothAP run, a warning names the NT-Xent run, and so do the titles of
@@ -1590,6 +1596,7 @@ def test_an_overlay_names_the_runs_whose_sigmoid_families_are_at_the_default_tau
                      for family in ("operating_region", "gradient_counts", "gradient_count_mean")}
 
 
+@pytest.mark.slow
 def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, monkeypatch):
     first = _run_of(tmp_path / "ntxent", gradlab.NTXentLoss(0.1))
     second = _run_of(tmp_path / "ntxent_2", gradlab.NTXentLoss(0.2))
@@ -1601,6 +1608,7 @@ def test_an_overlay_names_every_run_at_the_default_tau_in_the_plural(tmp_path, m
                     "gradient, and do not compare with the other runs'"]
 
 
+@pytest.mark.slow
 def test_an_overlay_names_of_each_run_at_the_default_tau_only_the_families_it_logged(
         tmp_path, monkeypatch):
     # NT-Xent watched on its score matrix under the full preset logs no decomposition,
@@ -1619,6 +1627,7 @@ def test_an_overlay_names_of_each_run_at_the_default_tau_only_the_families_it_lo
                    for line in lines), lines  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_run_without_a_logged_step_is_not_named_as_one_at_the_default_tau(tmp_path,
                                                                              monkeypatch):
     smooth = _run_of(tmp_path / "smooth", gradlab.SmoothAPLoss(0.01))

@@ -694,6 +694,7 @@ def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
     assert left == second | {"notes.txt", monitor_plots.FIGURE_LIST}
 
 
+@pytest.mark.slow
 def test_a_file_of_ones_own_named_like_a_figure_is_refused_not_replaced(tmp_path, capsys):
     # `gradlab plot run --out figs` replaced the user's figs/loss.png and deleted their
     # figs/geometry.png (a family the run did not log): only figures a plot wrote may go
@@ -742,6 +743,7 @@ def test_a_log_only_of_keys_no_family_draws_names_them_and_what_to_declare(tmp_p
     assert not (tmp_path / "figs").exists()
 
 
+@pytest.mark.slow
 def test_a_figure_list_naming_files_elsewhere_removes_none_of_them(tmp_path):
     # the list is read back from the folder (a file anyone can edit): only plain .png names in
     # the folder itself are figures an earlier plot may have written
@@ -760,6 +762,7 @@ def test_a_figure_list_naming_files_elsewhere_removes_none_of_them(tmp_path):
     assert all(victim.read_text() == "mine" for victim in victims)
 
 
+@pytest.mark.slow
 def test_a_listed_figure_the_user_deleted_is_no_error(tmp_path):
     run = _run(tmp_path / "run", steps=2)
     figures = tmp_path / "figs"
@@ -784,6 +787,7 @@ class RowMedian(Quantity):
         return {"row_median_mean": -batch.negated_sorted[:, middle].mean()}
 
 
+@pytest.mark.slow
 def test_plotting_a_replaced_run_removes_a_figure_of_ones_own_quantity(tmp_path):
     # the old run's own family is in neither gradlab's families nor the new run's header: its
     # figure stayed beside the new run's, though plotting never mixes runs
@@ -1146,6 +1150,7 @@ def test_large_step_numbers_are_written_out_not_offset():
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_plotting_leaves_the_callers_matplotlib_settings_as_they_were(tmp_path):
     # seaborn's theme was set for the whole process: a notebook's own figures changed look
     _run(tmp_path, steps=3, preset="cheap")
@@ -1177,6 +1182,7 @@ def test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across(tmp_path)
     plt.close("all")
 
 
+@pytest.mark.slow
 def test_an_overview_png_of_ones_own_is_refused_only_when_the_overview_is_drawn(tmp_path):
     run = _run(tmp_path / "run", steps=2)
     figures = tmp_path / "figs"
@@ -1196,6 +1202,7 @@ def test_an_overview_png_of_ones_own_is_refused_only_when_the_overview_is_drawn(
     assert "overview.png" not in {path.name for path in written}
 
 
+@pytest.mark.slow
 def test_a_run_cut_in_its_header_is_drawn_without_like_a_run_without_steps(tmp_path):
     """A crash during a run's first write leaves one cut line: among other runs it is left out
     with a warning, as a run that has not logged yet is; alone it is refused."""

@@ -363,6 +363,7 @@ def test_the_cost_panels_minor_labels_keep_the_panels_size_under_a_users_larger_
     assert {t.get_fontsize() for t in minor} == {10}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fastest", [0.0002, 0.0009, 0.004])
 def test_the_cost_panel_reaches_down_to_the_decade_below_the_fastest_loss(drawn, fastest):
     # 0.2 ms sat under a lowest label of 1 ms, its value read against no labelled tick
@@ -694,6 +695,7 @@ def test_losses_that_keep_one_value_are_named_on_the_panel(drawn):
                and axis is not figure.axes[3])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_panel_where_every_loss_keeps_its_value_is_a_centred_note(drawn):
     figure = drawn(module.plot_scene_anatomy,
                    _anatomy(flat=("SmoothAP", "VSE++ max", "NT-Xent"), encoders=("A", "B", "C"),
@@ -825,6 +827,7 @@ def _along(axis, line, points=400):
     return np.concatenate([np.linspace(a, b, points) for a, b in itertools.pairwise(xy)])
 
 
+@pytest.mark.slow
 def test_a_note_over_drawn_lines_sits_above_its_panel_and_covers_no_line(drawn):
     # in a white box inside the panel, at its emptier end, the note still covered the curves
     # that ran there (the report's NT-Xent lines of the active-negatives panels)
@@ -1040,6 +1043,7 @@ def test_the_titles_plus_minus_sign_is_drawn_in_the_figures_font(tmp_path):
     plt.close(figure)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("largest", "top"), [(148, 200), (31, 50), (100, 100), (7.5, 10)])
 def test_active_negatives_are_ticked_at_1_2_5_up_to_a_labelled_tick_above_all(
     drawn, largest, top

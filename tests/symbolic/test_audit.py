@@ -120,6 +120,7 @@ def test_eq18_has_the_status_of_eq17(records):
     assert cited in detail and "001 Eq." not in detail
 
 
+@pytest.mark.slow
 def test_001_details_cite_001_numbers(records):
     detail = records[f"{S001}:eq17"]["detail"]
     assert "Eq. 8" in detail and "Eq. 15" in detail

@@ -851,6 +851,7 @@ def test_the_terminal_table_says_which_claims_rest_on_printed_numbers():
     assert next(r for r in rows if r.startswith("  t2")).endswith("claim t2")
 
 
+@pytest.mark.slow
 def test_the_mutant_summary_says_how_many_killed_mutants_the_check_could_not_evaluate():
     # a mutant on which the check raises is rejected as inconclusive: counted as killed, and
     # said apart, since it was not shown wrong

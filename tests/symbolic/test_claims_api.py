@@ -603,6 +603,7 @@ def test_an_identity_of_huge_terms_is_not_refuted_by_their_rounding():
     assert verdict == Verdict("holds", "sympy.simplify reduces printed minus true to 0.")
 
 
+@pytest.mark.slow
 def test_a_tiny_residue_the_same_at_50_and_100_digits_is_no_witness():
     # (e^s + 1) e^-s - 1 - e^-s is 0; at s = -1000, e^s = 1e-434 is lost beside the 1 of
     # e^s + 1 at 100 digits of working precision, so e^s times it is -e^s = -1e-434 at 50 and

@@ -254,6 +254,7 @@ def test_one_threshold_found_twice_adds_its_three_points_once():
         "(50 digits).")
 
 
+@pytest.mark.slow
 def test_at_most_sixteen_thresholds_add_points():
     # seventeen thresholds, at 1, ..., 17: three points at and beside each of the first 16
     kinks = sum(sp.Max(X, k) + sp.Min(X, k) - X - k for k in range(1, 18))
@@ -283,6 +284,7 @@ def test_the_mixed_partials_of_two_functions_of_two_arguments_are_no_multiples()
                     sp.diff(F(X, y) + G(X, y), X, y), (X, y)) == "holds"  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_default_coordinate_s_sign_is_drawn_apart_from_its_magnitude():
     # the signs' stream was random.Random(-seed), which is random.Random(seed) (an int seed's
     # sign is dropped): the first point's sign came from the bits of its own magnitude, so an
