@@ -184,13 +184,15 @@ class Margins(Quantity):
                  ("margin_hardest_negative", "hardest negative"),
                  ("margin_mean", "margin: hardest positive - hardest negative")),
              reading=("The scores of the positives and of the hardest negative; a positive "
-                      "margin: the lowest-scored positive ranks above every negative.")),
+                      "margin: the lowest-scored positive ranks above every negative."),
+             undefined="undefined for a batch where no query has both a positive and a negative"),
         Plot("margin_violations", "Negatives at or above the hardest positive, and in-batch R@1",
              "share", (
                  ("margin_violation_share", "negatives violating the margin (share)"),
                  ("margin_recall_at_1", "in-batch R@1")), zero_based=True,
              reading=("The share of negatives scored at or above the hardest positive, and the "
-                      "batch's own R@1.")),
+                      "batch's own R@1."),
+             undefined="undefined for a batch where no query has both a positive and a negative"),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:

@@ -282,7 +282,9 @@ class Decomposition(Quantity):
                  ("decomposition_ad_share_mean", "AD share (mean)"),
                  ("decomposition_cosine_mean", "cosine(AD, -CB) (mean)")),
              reading=("Which term carries the gradient: AD's share of |AD| + |CB|, and the "
-                      "cosine between AD and -CB (-1: the terms point against each other).")),
+                      "cosine between AD and -CB (-1: the terms point against each other)."),
+             undefined=("the cosine is undefined where no query has a second positive (CB is "
+                        "then 0, AD's share 1)")),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
@@ -595,7 +597,9 @@ class GradientAgreement(Quantity):
              reading=("Whether the training computes SmoothAP: the cosine between gradlab's "
                       "analytic SmoothAP gradient of the batch and the one backpropagated "
                       "into the embeddings, 1 when they agree, and their relative error, 0 "
-                      "when they agree.")),
+                      "when they agree."),
+             undefined=("undefined for a batch without ranking signal (one class, or no two "
+                        "items of one): no analytic gradient to compare")),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:

@@ -103,6 +103,13 @@ class Plot:
     series measure and what their rise or fall means. The report's caption of the figure
     quotes it between the title and the run's own numbers, and the run header records it with
     the family of a quantity of one's own. None: the title alone says what the figure shows."""
+    undefined: str | None = None
+    """When a series of the family is undefined (NaN) in a sound run, as a clause: a batch
+    without what the series measures (``"the cosine is undefined where no query has a second
+    positive"``).
+    A figure that marks such a step with a cross adds it to its title (``[crosses: ...]``); the
+    legend's entry for the crosses says only that the value was not finite. None: the crosses
+    say nothing more (a NaN there is a fault of the training)."""
 
     def __post_init__(self) -> None:
         """Refuse, where the family is declared, what no figure can be drawn from: a family
@@ -138,10 +145,11 @@ class Plot:
                 or not math.isfinite(resolution) or resolution < 0:  # fmt: skip
             raise GradlabError(f"the plot family {family!r}: resolution must be a finite number "
                                f"at least 0; got {resolution!r}")  # fmt: skip
-        reading = self.reading
-        if reading is not None and (not isinstance(reading, str) or not reading.strip()):
-            raise GradlabError(f"the plot family {family!r}: reading must be a sentence (a "
-                               f"non-empty string) or None; got {reading!r}")  # fmt: skip
+        for field in ("reading", "undefined"):
+            text = getattr(self, field)
+            if text is not None and (not isinstance(text, str) or not text.strip()):
+                raise GradlabError(f"the plot family {family!r}: {field} must be a sentence "
+                                   f"(a non-empty string) or None; got {text!r}")  # fmt: skip
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -159,8 +167,9 @@ class Plot:
         recorded = {"family": self.family, "title": self.title, "ylabel": self.ylabel,
                     "series": [list(pair) for pair in self.series],
                     "zero_based": self.zero_based, "resolution": self.resolution}  # fmt: skip
-        if self.reading is not None:  # a family without one is recorded as before
-            recorded["reading"] = self.reading
+        for field in ("reading", "undefined"):  # a family without one is recorded as before
+            if getattr(self, field) is not None:
+                recorded[field] = getattr(self, field)
         return recorded
 
     @classmethod
@@ -179,7 +188,7 @@ class Plot:
                        tuple(tuple(pair) for pair in recorded["series"]),
                        recorded.get("zero_based", False),
                        recorded.get("resolution", 0.0),
-                       recorded.get("reading"))  # fmt: skip
+                       recorded.get("reading"), recorded.get("undefined"))  # fmt: skip
         except (TypeError, KeyError, ValueError, AttributeError, GradlabError):
             return None  # not a family as the Monitor writes one (nor one it would accept)
 

@@ -1169,6 +1169,9 @@ def draw_family(
             axis.set_yticks([])
             axis.text(0.5, 0.5, NO_FINITE_VALUE, transform=axis.transAxes, ha="center",
                       va="center", color=NO_FINITE_VALUE_COLOR)  # fmt: skip
+    if rows and plot.undefined is not None:  # crosses where the family can be undefined
+        axis.set_title(textwrap.fill(f"{title} [crosses: {plot.undefined}]", wrap),
+                       pad=TITLE_PAD)  # fmt: skip
     if len(rows) > 1:  # the step labels below the rows
         axis.tick_params(axis="x", pad=plt.rcParams["xtick.major.pad"]
                          + CROSS_ROW * (len(rows) - 1))  # fmt: skip

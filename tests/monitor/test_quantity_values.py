@@ -236,7 +236,8 @@ DECLARATIONS = [
     (
         _declares(keys=("own_mean",), plots=Plot("own", "Own", "value", (("own_mean", "m"),)))(),
         "the own quantity (Own) declares plots=Plot(family='own', title='Own', ylabel='value', "
-        "series=(('own_mean', 'm'),), zero_based=False, resolution=0.0, reading=None); plots "
+        "series=(('own_mean', 'm'),), zero_based=False, resolution=0.0, reading=None, "
+        "undefined=None); plots "
         "is a tuple of gradlab.monitor.Plot",
     ),
     (
@@ -592,8 +593,11 @@ def test_more_plot_families_that_cannot_be_drawn(fields, message):
 def test_a_header_family_reads_back_with_the_defaults_of_what_it_leaves_out():
     recorded = {"family": "own", "title": "Own", "ylabel": "value", "series": [["own_v", "v"]]}
     assert Plot.from_header(recorded) == Plot("own", "Own", "value", (("own_v", "v"),))
-    full = Plot("own", "Own", "value", (("own_v", "v"),), zero_based=True, resolution=0.5)
+    full = Plot("own", "Own", "value", (("own_v", "v"),), zero_based=True, resolution=0.5,
+                reading="What the own value measures, in a sentence of eight words.",
+                undefined="undefined for a batch of one class")
     assert Plot.from_header(full.as_header()) == full
+    assert "undefined" not in Plot("own", "Own", "value", (("own_v", "v"),)).as_header()
     assert Plot.from_header({**recorded, "zero_based": "yes"}) is None  # not a bool: refused
 
 
@@ -691,12 +695,13 @@ def test_a_subclass_that_adds_a_family_to_gradlabs_keeps_gradlabs_families(tmp_p
         Monitor(tmp_path / "bad", quantities=[Misspelt()])
 
 
-@pytest.mark.parametrize("reading", [5, "", "   ", ("How far apart.",), b"How far apart."])
-def test_a_plot_reading_that_is_no_sentence_is_refused_where_it_is_declared(reading):
+@pytest.mark.parametrize("field", ["reading", "undefined"])
+@pytest.mark.parametrize("text", [5, "", "   ", ("How far apart.",), b"How far apart."])
+def test_a_plot_text_that_is_no_sentence_is_refused_where_it_is_declared(field, text):
     with pytest.raises(GradlabError) as raised:
-        Plot("own", "Own", "value", (("own_value", "v"),), reading=reading)
-    assert str(raised.value) == (f"the plot family 'own': reading must be a sentence (a "
-                                 f"non-empty string) or None; got {reading!r}")  # fmt: skip
+        Plot("own", "Own", "value", (("own_value", "v"),), **{field: text})
+    assert str(raised.value) == (f"the plot family 'own': {field} must be a sentence (a "
+                                 f"non-empty string) or None; got {text!r}")  # fmt: skip
 
 
 class ReadSpread(Quantity):

@@ -1,7 +1,8 @@
 """The y axis gradlab plot gives a family (seconds, no training): a symmetric log axis's ticks,
-threshold and limits, where values that differ by rounding alone are drawn flat, and where a
-key that skipped a step leaves a gap. Expected values are worked out by hand from the rules the
-docstrings state (decades of the values, a tenth of the centre, the family's resolution)."""
+threshold and limits, where values that differ by rounding alone are drawn flat, where a key
+that skipped a step leaves a gap, and what a family's title says of its crosses. Expected
+values are worked out by hand from the rules the docstrings state (decades of the values, a
+tenth of the centre, the family's resolution)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import warnings
 import matplotlib.pyplot as plt
 import pytest
 
-from gradlab.plotting.monitor import draw_family
+from gradlab.plotting.monitor import PLOTS, draw_family
 
 
 def _records(**series):
@@ -123,6 +124,32 @@ def test_a_family_whose_every_value_is_nan_is_drawn_as_crosses_alone():
     plt.close(figure)
     figure, axis = _drawn("loss", "loss", [math.nan, 0.5, math.nan])  # one finite value
     assert list(axis.texts) == [] and len(axis.get_yticks()) > 0
+    plt.close(figure)
+
+
+def _title(axis):
+    return " ".join(axis.get_title().split())  # as read, the title's line breaks aside
+
+
+@pytest.mark.parametrize(("family", "key"), [
+    ("decomposition_shape", "decomposition_cosine_mean"), ("margins", "margin_mean"),
+    ("margin_violations", "margin_recall_at_1"),
+    ("gradient_agreement", "gradient_agreement_cosine")])  # fmt: skip
+def test_crosses_of_a_family_that_can_be_undefined_say_why_in_its_title(family, key):
+    plot = PLOTS[family]
+    said = f"[crosses: {plot.undefined}]"
+    figure, axis = _drawn(family, key, [math.nan, 0.5, math.nan])
+    assert _title(axis) == " ".join(f"{plot.title} {said}".split())
+    plt.close(figure)
+    figure, axis = _drawn(family, key, [0.4, 0.5, 0.6])  # no cross: the title alone
+    assert _title(axis) == " ".join(plot.title.split())
+    plt.close(figure)
+
+
+def test_crosses_of_a_family_that_declares_no_reason_add_nothing_to_its_title():
+    assert PLOTS["loss"].undefined is None  # a NaN loss is the training's fault
+    figure, axis = _drawn("loss", "loss", [math.nan, 0.5, math.nan])
+    assert _title(axis) == PLOTS["loss"].title
     plt.close(figure)
 
 
