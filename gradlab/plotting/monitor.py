@@ -741,7 +741,7 @@ def plot_runs(
     for plot in _logged_plots(run_dirs):  # the families the runs' own quantities declared
         plots.setdefault(plot.family, plot)
     names = {key: label for plot in plots.values() for key, label in plot.series}
-    note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
+    note = _numbers_only(runs, set(names))  # every key a family draws
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=caller_stacklevel())
     folder = Path(out) if out is not None else default_out([run_folder(p) for p in run_dirs])

@@ -1662,6 +1662,47 @@ def test_only_the_sigmoid_families_name_a_default_tau_and_only_one_that_is_a_num
             "loss": given["loss"], "operating_region": given["operating_region"] + said}, tau
 
 
+@pytest.mark.slow
+def test_runs_at_the_default_tau_that_logged_other_families_are_named_apart(tmp_path,
+                                                                             monkeypatch):
+    """Two runs at the default tau, one of which logged the gradient counts too: one warning
+    names each group with its families, and each title names the runs it draws at the default
+    tau, in the plural for two. Their headers name no not_logged (a run that logged every
+    quantity) and one schedule without keys (a hand-edited log: it adds no family)."""
+    region = ["p_seed"]
+    counts = ["gradient_count_mean", "queries_without_gradient"]
+    default = {"config": {"tau": 0.01, "tau_from": "default"}}
+    first = _log(tmp_path / "first", ({**default, "schedules": {
+        "operating_region": {"schedule": "every(1)", "keys": region}}},
+        _records(p_seed=P_SEED)))  # fmt: skip
+    second = _log(tmp_path / "second", ({**default, "schedules": {
+        "operating_region": {"schedule": "every(1)", "keys": region},
+        "gradient_counts": {"schedule": "every(1)", "keys": counts},
+        "hand_edited": {"schedule": "every(1)"}}},
+        _records(p_seed=P_SEED, gradient_count_mean=LOSS)))  # fmt: skip
+    given = _log(tmp_path / "given", ({"config": {"tau": 0.01, "tau_from": "argument"}},
+                                      _records(p_seed=P_SEED, gradient_count_mean=LOSS)))
+    with pytest.warns(UserWarning) as caught:
+        figures, _ = _drawn(monkeypatch, [first, second, given], out=tmp_path / "figs",
+                            labels=["A", "B", "C"], overview=False)  # fmt: skip
+    titles = {stem: figure.axes[0].get_title().replace("\n", " ")
+              for stem, figure in figures.items()}  # fmt: skip
+    _close(figures)
+    assert [str(w.message) for w in caught if "sigmoid tau" in str(w.message)] == [
+        "A was logged by a loss without a sigmoid tau: its lines of operating_region measure "
+        "SmoothAP's sigmoid at gradlab's default tau, not that loss's gradient, and do not "
+        "compare with the other runs'; B was logged by a loss without a sigmoid tau: its lines "
+        "of operating_region, gradient_count_mean measure SmoothAP's sigmoid at gradlab's "
+        "default tau, not that loss's gradient, and do not compare with the other runs'"]
+    plots = monitor_plots.PLOTS
+    assert titles["operating_region"] == (plots["operating_region"].title + " [A, B: SmoothAP's "
+                                          "sigmoid at the default tau, not their loss's "
+                                          "gradient]")  # fmt: skip
+    assert titles["gradient_count_mean"] == (plots["gradient_count_mean"].title + " [B: "
+                                             "SmoothAP's sigmoid at the default tau, not its "
+                                             "loss's gradient]")  # fmt: skip
+
+
 def test_an_overlay_names_its_run_at_the_default_tau_by_its_label_at_the_call(tmp_path,
                                                                               monkeypatch):
     default = _log(tmp_path / "ntxent", ({"config": {"tau": 0.01, "tau_from": "default"}},
