@@ -125,10 +125,22 @@ def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") ->
                 missing = (f", whose metrics.csv is not a gradlab log (its first column is "
                            f"{first!r}, not gradlab's 'step': another logger wrote it, such as "
                            "Lightning's CSVLogger)")  # fmt: skip
+            elif Path(run_dir).is_dir() and _tensorboard_run(run_folder(run_dir)):
+                missing = (", which holds the event files of gradlab's TensorBoard sink only "
+                           "(gradlab plot reads the JSONL sink's metrics.jsonl: log with "
+                           "sinks=['jsonl', 'tensorboard'], and read these in TensorBoard)")
             raise GradlabError(
                 f"{argument} must hold a metrics.jsonl written by gradlab.Monitor; "
                 f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"
             )
+
+
+def _tensorboard_run(folder: Path) -> bool:
+    """Whether ``folder`` holds event files of gradlab's TensorBoard sink (a run logged to it
+    without the JSONL sink)."""
+    from gradlab.monitor.sinks import gradlab_event_files  # the error's path alone
+
+    return bool(gradlab_event_files(folder))
 
 
 def _first_column(table: Path) -> str | None:

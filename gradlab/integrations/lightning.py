@@ -356,9 +356,10 @@ class GradlabCallback(Callback):
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
         try:
             self.monitor = Monitor.from_config(folder, replace(options, sinks=sinks))
-        except RunExistsError as error:  # the options are this callback's arguments
+        except RunExistsError as error:  # the options are this callback's arguments; the
+            # Monitor's message is quoted whole: its traceback would say it twice
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
-                                 f"{type(self).__name__}(...))") from error  # fmt: skip
+                                 f"{type(self).__name__}(...))") from None  # fmt: skip
         self._last_fit = (weakref.ref(trainer), Path(folder))
         self._run_dir = Path(self.monitor.log_dir)
         step = int(getattr(trainer, "global_step", 0))

@@ -67,7 +67,13 @@ from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
-from gradlab.monitor.adapters import IN_BATCH_INSTEAD, LossAdapter, loss_name, register
+from gradlab.monitor.adapters import (
+    IN_BATCH_INSTEAD,
+    LossAdapter,
+    loss_name,
+    matryoshka_dims_of_cached,
+    register,
+)
 from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
@@ -430,8 +436,10 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
                     "columns")  # fmt: skip
         if (loss.contrast_anchors or loss.contrast_positives) and name == Temperature.name:
             return (f"does not apply to {loss_name(loss)} with contrast_anchors or "
-                    "contrast_positives: its softmax also runs over the anchor-anchor and "
-                    "positive-positive blocks, which are not recorded")  # fmt: skip
+                    "contrast_positives (both on by default): its softmax also runs over the "
+                    "anchor-anchor and positive-positive blocks, which are not recorded; make "
+                    "it with contrast_anchors=False, contrast_positives=False to log the "
+                    "temperature")  # fmt: skip
         return None
 
     def capture(self, tensors: list, loss: object, tau: float, *, recorded=(), **options: object):
@@ -495,9 +503,8 @@ def refuse_cached_matryoshka(loss: object) -> None:
         >>> from gradlab.integrations.sentence_transformers import refuse_cached_matryoshka
         >>> refuse_cached_matryoshka(torch.nn.Module())  # not inside MatryoshkaLoss: accepted
     """
-    decorator = getattr(loss, "__dict__", {}).get("calculate_loss")
-    if type(decorator).__name__ == "CachedLossDecorator":
-        dims = list(getattr(decorator, "matryoshka_dims", ()))
+    dims = matryoshka_dims_of_cached(loss)
+    if dims is not None:
         raise GradlabError(
             f"the watched loss {loss_name(loss)} runs inside MatryoshkaLoss (dims {dims}), which "
             "scores each of its mini-batches once per dimension within one call: the Monitor "

@@ -597,12 +597,15 @@ class GradlabTrainerCallback(TrainerCallback):
             again = (f"; this {name} logged an earlier train() there (a callback logs one "
                      "run): to train that trainer again, replace the callback: "
                      "trainer.remove_callback(callback), then watch the loss with a new "
-                     f"{name}(resume=True) (its records continue the run's) or "
-                     f"{name}(overwrite=True), and attach it; to train another trainer, give "
-                     f"it its own {name} with its own log_dir"
+                     f"{name}(log_dir=...) in a folder of its own (gradlab plot draws the two "
+                     f"runs side by side), {name}(overwrite=True) (this run replaced) or "
+                     f"{name}(resume=True) (the new records follow this run's and replace "
+                     "its steps in gradlab plot), and attach it; to train another trainer, "
+                     f"give it its own {name} with its own log_dir"
                      if trained_before else "")  # fmt: skip
+            # the Monitor's message is quoted whole: its traceback would say it twice
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
-                                 f"{name}(...){hint}){again}") from error  # fmt: skip
+                                 f"{name}(...){hint}){again}") from None  # fmt: skip
         except GradlabError as error:  # the folder is held: by a callback of this process?
             holder = _holding(folder, self)
             if holder is None:

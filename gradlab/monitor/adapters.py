@@ -963,6 +963,17 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
         )
     inner = getattr(module, "loss", None)
     wrapper = isinstance(inner, torch.nn.Module)  # MatryoshkaLoss, AdaptiveLayerLoss...
+    dims = matryoshka_dims_of_cached(inner)
+    if dims is not None:
+        raise GradlabError(  # watched inside, it would be refused at its first call
+            f"loss_fn {type(module).__name__} wraps the cached loss {type(inner).__name__}, "
+            f"which it makes score each mini-batch once per dimension (dims {dims}) within one "
+            "call: the Monitor cannot tell the dimensions' matrices apart, watched inside or "
+            "outside. Inside MatryoshkaLoss watch an uncached loss (MultipleNegativesRanking"
+            f"Loss, GISTEmbedLoss: {type(module).__name__}(model, monitor.watch(inner), ...), "
+            "the records describing the smallest dimension), or watch the cached loss without "
+            "MatryoshkaLoss"
+        )
     if wrapper and hasattr(getattr(inner, "similarity_fct", None), "score_recorder"):
         raise GradlabError(  # the inner loss records already: only where to watch is wrong
             f"loss_fn {type(module).__name__} wraps {type(inner).__name__}, whose "
@@ -990,6 +1001,23 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
         f"with {where}.record_scores(loss); watch a wrapper such as MatryoshkaLoss through its "
         "inner loss"
     )
+
+
+def matryoshka_dims_of_cached(loss: object) -> list | None:
+    """The dimensions of the ``MatryoshkaLoss`` around ``loss`` when ``loss`` is a cached
+    sentence-transformers loss (MatryoshkaLoss replaces its ``calculate_loss`` by a
+    ``CachedLossDecorator``, which scores every mini-batch once per dimension within one
+    call), else None.
+
+    Example:
+        >>> import torch
+        >>> matryoshka_dims_of_cached(torch.nn.Module()) is None  # not inside MatryoshkaLoss
+        True
+    """
+    decorator = getattr(loss, "__dict__", {}).get("calculate_loss")
+    if type(decorator).__name__ != "CachedLossDecorator":
+        return None
+    return list(getattr(decorator, "matryoshka_dims", ()))
 
 
 ATTACH_ADAPTER = LossAdapter(

@@ -89,16 +89,19 @@ class Geometry(Quantity):
                       "while uniformity falls as its batch spreads out, which is training "
                       "working, not failing; from a spread-out start, alignment falling is the "
                       "positives drawing together.")),
-        Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
-             "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
-             "scale)",
+        Plot("geometry_collapse", "Collapse: effective rank / min(N - 1, d) (low: few "
+             "directions; blind to scale) and std of unit embeddings x sqrt(d) (0: one "
+             "direction)",
              "1: spread evenly, near 0: collapsed", (
                  ("geometry_effective_rank_share",
                   "effective rank / min(N - 1, d) (scale-free)"),
                  ("geometry_std", "std x sqrt(d)")),
              zero_based=True,
              reading=("Whether the embeddings collapse: near 0 on either series, they use few "
-                      "directions.")),
+                      "directions. The two can disagree: a batch in a narrow cone (every "
+                      "cosine near 1) has a low std, while its effective rank, taken after "
+                      "the batch's mean is removed, sees only the spread around the cone's "
+                      "axis and can stay near 1.")),
         Plot("geometry_modality_gap", "Modality gap: distance between the centroids of the "
              "normalised queries and candidates (Liang et al. 2022)", "distance", (
                  ("geometry_modality_gap", "modality gap |centroid difference|"),),

@@ -615,8 +615,8 @@ def _went_back(log: Path, resumptions: list[tuple[int, int, int | None]]) -> str
         >>> print(_went_back(Path("run/metrics.jsonl"), [(9, 6, 7)]))
         ... # doctest: +NORMALIZE_WHITESPACE
         run/metrics.jsonl: a resumption from step 7 (first logged at step 9) starts at a step
-        which the run had logged already (it went back to an earlier checkpoint); its records
-        replace the 6 from step 9 on
+        which the run had logged already (it went back to an earlier checkpoint, or its step
+        count started over); its records replace the 6 from step 9 on
     """
     if len(resumptions) == 1:
         (first, replaced, start), = resumptions
@@ -624,12 +624,14 @@ def _went_back(log: Path, resumptions: list[tuple[int, int, int | None]]) -> str
                  else f"a resumption from step {start} (first logged at step {first}) starts "
                       f"at a step")  # the header's from_step: the loop's, before a logged one
         return (f"{log}: {where} which the run had logged already (it went back to an earlier "
-                f"checkpoint); its records replace the {replaced} from step {first} on")
+                f"checkpoint, or its step count started over); its records replace the "
+                f"{replaced} from step {first} on")
     steps = [first for first, _, _ in resumptions]
     shown = ", ".join(map(str, steps[:5])) + (f" and {len(steps) - 5} more" if len(steps) > 5
                                               else "")  # fmt: skip
     return (f"{log}: {len(steps)} resumptions start at steps the run had logged already (they "
-            f"went back to earlier checkpoints: steps {shown}); their records replace the "
+            f"went back to earlier checkpoints, or their step counts started over: steps "
+            f"{shown}); their records replace the "
             f"{sum(replaced for _, replaced, _ in resumptions)} logged before from those steps on")
 
 

@@ -129,8 +129,10 @@ def test_another_trainer_still_refuses_a_folder_that_holds_a_run(tmp_path):
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
     quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
     with pytest.raises(gradlab.GradlabError, match=r"already holds a run.*\(resume and "
-                       r"overwrite are arguments of GradlabCallback\(\.\.\.\)\)$"):  # fmt: skip
+                       r"overwrite are arguments of GradlabCallback\(\.\.\.\)\)$") as raised:
         quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
+    # the Monitor's message is quoted whole: not chained, which said it twice in a traceback
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
 def test_a_later_trainer_that_leaves_the_callback_out_says_that_nothing_is_logged(tmp_path):

@@ -126,9 +126,10 @@ def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_pa
     unmet = {"embedding_norm", "embedding_grad_norm"}  # read through the recorded matrices
     assert set(not_logged) == unmet | {"chance_level", "temperature"}
     assert not_logged["temperature"] == (
-        f"does not apply to {loss_class} with contrast_anchors or contrast_positives: its "
-        "softmax also runs over the anchor-anchor and positive-positive blocks, which are not "
-        "recorded")  # fmt: skip
+        f"does not apply to {loss_class} with contrast_anchors or contrast_positives (both on "
+        "by default): its softmax also runs over the anchor-anchor and positive-positive "
+        "blocks, which are not recorded; make it with contrast_anchors=False, "
+        "contrast_positives=False to log the temperature")  # fmt: skip
     assert not_logged["chance_level"] == (
         f"does not apply to {loss_class}: its softmax runs over the columns its guide did not "
         "mask (a number per anchor) and the anchor-anchor and positive-positive blocks, not "

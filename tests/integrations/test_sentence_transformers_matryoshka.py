@@ -102,3 +102,21 @@ def test_a_wrapper_around_a_recording_loss_is_told_to_watch_the_inner_loss(tmp_p
                "(MatryoshkaLoss(model, monitor.watch(inner), ...), or callback.watch(inner)); "
                "its last call of a step is logged (MatryoshkaLoss: the smallest dimension)")
     assert watch_refusals(wrapped, tmp_path / "run") == (refusal, refusal)
+
+
+@pytest.mark.parametrize("recording", [True, False])
+def test_a_wrapper_around_a_cached_loss_is_told_to_watch_an_uncached_one(tmp_path, recording):
+    # it was told to watch the inner loss and wrap the watched one, which then skipped every
+    # call (the refusal above, at the end of the training): a run lost before the rule came
+    model = bert_sentence_model(tmp_path / "model")
+    options = {"similarity_fct": RecordingSimilarity()} if recording else {}
+    inner = losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=3, **options)
+    wrapped = losses.MatryoshkaLoss(model, inner, [16, 8])
+    refusal = ("loss_fn MatryoshkaLoss wraps the cached loss CachedMultipleNegativesRankingLoss, "
+               "which it makes score each mini-batch once per dimension (dims [16, 8]) within "
+               "one call: the Monitor cannot tell the dimensions' matrices apart, watched inside "
+               "or outside. Inside MatryoshkaLoss watch an uncached loss "
+               "(MultipleNegativesRankingLoss, GISTEmbedLoss: MatryoshkaLoss(model, "
+               "monitor.watch(inner), ...), the records describing the smallest dimension), or "
+               "watch the cached loss without MatryoshkaLoss")
+    assert watch_refusals(wrapped, tmp_path / "run") == (refusal, refusal)

@@ -95,6 +95,7 @@ def test_training_the_sentence_transformers_example_again_as_the_page_says(tmp_p
 
     from gradlab.errors import RunExistsError
     from gradlab.monitor import read_segments
+    from gradlab.plotting.monitor import load_runs
     from tests.helpers.hf_models import caption_pairs, static_model
 
     anchors, positives = caption_pairs(64)
@@ -106,11 +107,18 @@ def test_training_the_sentence_transformers_example_again_as_the_page_says(tmp_p
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run_block(TRAIN_AGAIN, namespace, tmp_path, monkeypatch)
-    said = [str(w.message) for w in caught if "gradlab" in str(w.message).lower()]
-    assert len(said) == 1 and "its steps 1-5 will be logged again" in said[0]
-    segments = read_segments(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
-    steps = [[record["step"] for record in records] for _, records in segments]
-    assert steps == [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]
+    # each training in its folder, nothing said: the first run is still drawn (with resume=True
+    # in its folder, as the page said before, a warning advised otherwise and gradlab plot drew
+    # the second training in place of the first)
+    assert [str(w.message) for w in caught if "gradlab" in str(w.message).lower()] == []
+    for folder in (tmp_path / "run" / "gradlab_logs", tmp_path / "runs" / "second_train"):
+        segments = read_segments(folder / "metrics.jsonl")
+        assert [[record["step"] for record in records] for _, records in segments] == [
+            [1, 2, 3, 4, 5]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no resumption to warn of
+        runs = load_runs([tmp_path / "run" / "gradlab_logs", tmp_path / "runs" / "second_train"])
+    assert [[record["step"] for record in records] for _, records in runs] == [[1, 2, 3, 4, 5]] * 2
 
 
 def test_the_hugging_face_trainer_example(tmp_path, monkeypatch):

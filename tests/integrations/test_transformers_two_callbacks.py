@@ -124,9 +124,13 @@ def test_training_the_same_trainer_again_says_how_and_that_way_works(tmp_path):
         "; this GradlabTrainerCallback logged an earlier train() there (a callback logs one "
         "run): to train that trainer again, replace the callback: "
         "trainer.remove_callback(callback), then watch the loss with a new "
-        "GradlabTrainerCallback(resume=True) (its records continue the run's) or "
-        "GradlabTrainerCallback(overwrite=True), and attach it; to train another trainer, give "
-        "it its own GradlabTrainerCallback with its own log_dir")
+        "GradlabTrainerCallback(log_dir=...) in a folder of its own (gradlab plot draws the two "
+        "runs side by side), GradlabTrainerCallback(overwrite=True) (this run replaced) or "
+        "GradlabTrainerCallback(resume=True) (the new records follow this run's and replace its "
+        "steps in gradlab plot), and attach it; to train another trainer, give it its own "
+        "GradlabTrainerCallback with its own log_dir")
+    assert raised.value.__cause__ is None  # its message quoted whole: said once in a traceback
+    assert raised.value.__suppress_context__
     with pytest.raises(GradlabError) as refused:  # a new one while the first is still there
         GradlabTrainerCallback(overwrite=True).attach(made)
     assert str(refused.value) == (

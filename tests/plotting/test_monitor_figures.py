@@ -1003,7 +1003,8 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
         runs = load_runs([run])
     assert [str(w.message) for w in caught] == [
         f"{run / 'metrics.jsonl'}: a resumption starts at step 2, which the run had logged "
-        "already (it went back to an earlier checkpoint); its records replace the 2 from step 2 on"
+        "already (it went back to an earlier checkpoint, or its step count started over); its "
+        "records replace the 2 from step 2 on"
     ]
     assert runs == [("run", first[:2] + again)]
 
@@ -1020,8 +1021,8 @@ def test_a_resumption_whose_first_logged_step_is_past_its_start_names_both(tmp_p
         runs = load_runs([run])
     assert [str(w.message) for w in caught] == [
         f"{run / 'metrics.jsonl'}: a resumption from step 1 (first logged at step 2) starts at "
-        "a step which the run had logged already (it went back to an earlier checkpoint); its "
-        "records replace the 2 from step 2 on"
+        "a step which the run had logged already (it went back to an earlier checkpoint, or its "
+        "step count started over); its records replace the 2 from step 2 on"
     ]
     assert runs == [("run", first[:2] + again)]
 

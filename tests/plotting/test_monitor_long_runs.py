@@ -233,13 +233,15 @@ def test_resumptions_from_earlier_checkpoints_are_told_in_one_warning(tmp_path, 
     if len(back) == 1:
         ((step, replaced),) = back
         expected = (f"{log}: a resumption starts at step {step}, which the run had logged "
-                    f"already (it went back to an earlier checkpoint); its records replace the "
+                    f"already (it went back to an earlier checkpoint, or its step count started "
+                    f"over); its records replace the "
                     f"{replaced} from step {step} on")  # fmt: skip
     else:
         steps = ", ".join(str(step) for step, _ in back[:5])
         more = f" and {len(back) - 5} more" if len(back) > 5 else ""
         expected = (f"{log}: {len(back)} resumptions start at steps the run had logged already "
-                    f"(they went back to earlier checkpoints: steps {steps}{more}); their "
+                    f"(they went back to earlier checkpoints, or their step counts started "
+                    f"over: steps {steps}{more}); their "
                     f"records replace the {sum(n for _, n in back)} logged before from those "
                     f"steps on")  # fmt: skip
     assert [str(w.message) for w in caught] == [expected]
@@ -362,6 +364,33 @@ def test_a_run_logged_to_csv_alone_is_refused_saying_what_plot_reads(tmp_path, c
         f"{str(tmp_path / 'run')!r}, which holds a metrics.csv only (gradlab plot reads the "
         "JSONL sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])\n"
     )
+
+
+def test_a_run_logged_to_tensorboard_alone_is_refused_saying_what_plot_reads(tmp_path,
+                                                                            capsys):
+    # sinks="tensorboard" (one name) left no metrics.jsonl, and the refusal named no sinks; a
+    # folder with another writer's event files alone gets no sinks advice
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from gradlab import Monitor
+    from tests.helpers.training import train
+
+    with Monitor(tmp_path / "run", preset="cheap", every=1, sinks="tensorboard") as monitor:
+        train(monitor, steps=2)
+    assert main(["plot", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+        f"{str(tmp_path / 'run')!r}, which holds the event files of gradlab's TensorBoard sink "
+        "only (gradlab plot reads the JSONL sink's metrics.jsonl: log with sinks=['jsonl', "
+        "'tensorboard'], and read these in TensorBoard)\n"
+    )
+    with SummaryWriter(tmp_path / "theirs") as writer:
+        writer.add_scalar("loss", 0.5, 0)
+    assert main(["plot", str(tmp_path / "theirs")]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+        f"{str(tmp_path / 'theirs')!r}, which holds no metrics.jsonl\n")
 
 
 def test_another_loggers_metrics_csv_is_refused_as_not_a_gradlab_log(tmp_path, capsys):
