@@ -352,45 +352,42 @@ def test_the_bands_of_overlaid_runs_take_each_runs_colour():
     plt.close(figure)
 
 
-def test_a_run_logged_to_csv_alone_is_refused_saying_what_plot_reads(tmp_path, capsys):
+def _refused(run, capsys) -> str:
+    """What ``gradlab plot RUN`` says of ``run`` after the common prefix (exit code 2)."""
+    assert main(["plot", str(run)]) == 2
+    prefix = (f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+              f"{str(run)!r}, which holds ")  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.startswith(prefix) and err.endswith("\n")
+    return err.removeprefix(prefix).removesuffix("\n")
+
+
+@pytest.mark.parametrize(("sinks", "held"), [
+    (["csv"], "a metrics.csv only (gradlab plot reads the JSONL sink's metrics.jsonl: log with "
+              "sinks=['jsonl', 'csv'])"),
+    # sinks="tensorboard" (one name) left no metrics.jsonl, and the refusal named no sinks
+    ("tensorboard", "the event files of gradlab's TensorBoard sink only (gradlab plot reads "
+                    "the JSONL sink's metrics.jsonl: log with sinks=['jsonl', 'tensorboard'], "
+                    "and read these in TensorBoard)")])  # fmt: skip
+def test_a_run_logged_without_the_jsonl_sink_is_refused_saying_what_plot_reads(
+        tmp_path, capsys, sinks, held):
+    if sinks == "tensorboard":
+        pytest.importorskip("tensorboard")
     from gradlab import Monitor
     from tests.helpers.training import train
 
-    with Monitor(tmp_path / "run", preset="cheap", every=1, sinks=["csv"]) as monitor:
+    with Monitor(tmp_path / "run", preset="cheap", every=1, sinks=sinks) as monitor:
         train(monitor, steps=2)
-    assert main(["plot", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err == (
-        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
-        f"{str(tmp_path / 'run')!r}, which holds a metrics.csv only (gradlab plot reads the "
-        "JSONL sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])\n"
-    )
+    assert _refused(tmp_path / "run", capsys) == held
 
 
-def test_a_run_logged_to_tensorboard_alone_is_refused_saying_what_plot_reads(tmp_path,
-                                                                            capsys):
-    # sinks="tensorboard" (one name) left no metrics.jsonl, and the refusal named no sinks; a
-    # folder with another writer's event files alone gets no sinks advice
+def test_another_writers_event_files_get_no_sinks_advice(tmp_path, capsys):
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
-    from gradlab import Monitor
-    from tests.helpers.training import train
-
-    with Monitor(tmp_path / "run", preset="cheap", every=1, sinks="tensorboard") as monitor:
-        train(monitor, steps=2)
-    assert main(["plot", str(tmp_path / "run")]) == 2
-    assert capsys.readouterr().err == (
-        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
-        f"{str(tmp_path / 'run')!r}, which holds the event files of gradlab's TensorBoard sink "
-        "only (gradlab plot reads the JSONL sink's metrics.jsonl: log with sinks=['jsonl', "
-        "'tensorboard'], and read these in TensorBoard)\n"
-    )
     with SummaryWriter(tmp_path / "theirs") as writer:
         writer.add_scalar("loss", 0.5, 0)
-    assert main(["plot", str(tmp_path / "theirs")]) == 2
-    assert capsys.readouterr().err == (
-        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
-        f"{str(tmp_path / 'theirs')!r}, which holds no metrics.jsonl\n")
+    assert _refused(tmp_path / "theirs", capsys) == "no metrics.jsonl"
 
 
 def test_another_loggers_metrics_csv_is_refused_as_not_a_gradlab_log(tmp_path, capsys):
