@@ -1009,6 +1009,54 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
     assert runs == [("run", first[:2] + again)]
 
 
+@pytest.mark.parametrize("resumed", [True, {"from_step": "1"}, {"from_step": 1.0}])
+def test_a_resumption_header_without_a_whole_from_step_names_its_first_logged_step(tmp_path,
+                                                                                   resumed):
+    """A hand-edited header's resumption that is no mapping, or whose from_step is no integer,
+    is named by its first logged step alone."""
+    run = _log(tmp_path / "run", ({"run": 1}, _records(loss=LOSS)),
+               ({"run": 1, "resumed": resumed}, _records(loss=LOSS)[2:]))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: a resumption starts at step 2, which the run had logged "
+        "already (it went back to an earlier checkpoint, or its step count started over); its "
+        "records replace the 2 from step 2 on"]
+
+
+def test_a_second_resumption_from_one_step_replaces_the_first_ones_schedules(tmp_path):
+    """Resumed twice from step 2: the later header's schedules hold from step 2 on, not the
+    earlier resumption's (which logged another quantity); the steps due are read from them."""
+    first = {"first": {"schedule": "every(1)", "keys": ["first_value"]}}
+    other = {"other": {"schedule": "every(1)", "keys": ["other_value"]}}
+    run = _log(tmp_path / "run", (
+        {"run": 1, "schedules": first}, [{"step": s, "first_value": 1.0} for s in range(4)]), (
+        {"run": 1, "resumed": {"from_step": 2}, "schedules": other},
+        [{"step": s, "other_value": 1.0} for s in (2, 3)]), (
+        {"run": 1, "resumed": {"from_step": 2}, "schedules": first},
+        [{"step": s, "first_value": 2.0} for s in (2, 3, 4)]))  # fmt: skip
+    with pytest.warns(UserWarning, match="went back"):
+        ((_, records),) = load_runs([run])
+    assert [record["step"] for record in records] == [0, 1, 2, 3, 4]
+    assert records.due_steps("first_value", 1, 5) == {2, 3, 4}
+
+
+def test_quantities_disabled_and_logged_again_after_a_resumption_are_each_named(tmp_path):
+    schedules = {name: {"schedule": "every(1)", "keys": [f"{name}_value"]}
+                 for name in ("first", "second")}  # fmt: skip
+    values = {"first_value": 1.0, "second_value": 2.0}
+    run = _log(tmp_path / "run", ({"run": 1, "schedules": schedules}, [
+        {"step": 0, **values}, {"step": 1, "disabled": {"first": "why", "second": "why"}}]),
+        ({"run": 1, "resumed": {"from_step": 2}, "schedules": schedules},
+         [{"step": 2, **values}]))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: the Monitor disabled the quantities 'first', 'second' (why) "
+        "during the run: their keys end there ('first' is logged again from step 2, where the "
+        "run resumed; 'second' is logged again from step 2, where the run resumed)"]
+
+
 def test_a_resumption_whose_first_logged_step_is_past_its_start_names_both(tmp_path):
     # resumed from the checkpoint of step 1, whose schedule logs step 2 first: the header says
     # from_step 1, the replaced records start at 2; the warning names both (it named 2 alone,
