@@ -1009,6 +1009,13 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
     assert runs == [("run", first[:2] + again)]
 
 
+def _said_reading(run) -> list[str]:
+    """The warnings of reading ``run`` (there must be one)."""
+    with pytest.warns(UserWarning) as caught:
+        load_runs([run])
+    return [str(w.message) for w in caught]
+
+
 @pytest.mark.parametrize("resumed", [True, {"from_step": "1"}, {"from_step": 1.0}])
 def test_a_resumption_header_without_a_whole_from_step_names_its_first_logged_step(tmp_path,
                                                                                    resumed):
@@ -1016,9 +1023,7 @@ def test_a_resumption_header_without_a_whole_from_step_names_its_first_logged_st
     is named by its first logged step alone."""
     run = _log(tmp_path / "run", ({"run": 1}, _records(loss=LOSS)),
                ({"run": 1, "resumed": resumed}, _records(loss=LOSS)[2:]))  # fmt: skip
-    with pytest.warns(UserWarning) as caught:
-        load_runs([run])
-    assert [str(w.message) for w in caught] == [
+    assert _said_reading(run) == [
         f"{run / 'metrics.jsonl'}: a resumption starts at step 2, which the run had logged "
         "already (it went back to an earlier checkpoint, or its step count started over); its "
         "records replace the 2 from step 2 on"]
@@ -1049,9 +1054,7 @@ def test_quantities_disabled_and_logged_again_after_a_resumption_are_each_named(
         {"step": 0, **values}, {"step": 1, "disabled": {"first": "why", "second": "why"}}]),
         ({"run": 1, "resumed": {"from_step": 2}, "schedules": schedules},
          [{"step": 2, **values}]))  # fmt: skip
-    with pytest.warns(UserWarning) as caught:
-        load_runs([run])
-    assert [str(w.message) for w in caught] == [
+    assert _said_reading(run) == [
         f"{run / 'metrics.jsonl'}: the Monitor disabled the quantities 'first', 'second' (why) "
         "during the run: their keys end there ('first' is logged again from step 2, where the "
         "run resumed; 'second' is logged again from step 2, where the run resumed)"]
