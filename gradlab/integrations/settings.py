@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gradlab.errors import GradlabError, caller_stacklevel
-from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.paths import check_output_folder
 
 __all__ = ["callback_settings", "closed_during_training_message", "resumed_behind_message",
@@ -55,6 +55,11 @@ def callback_settings(
             f"{MonitorConfig.names()}; got {unknown}"
             + (f" (did you mean {', '.join(close)}?)" if close else "")
         )
+    if isinstance(log_dir, str) and log_dir in PRESETS and not Path(log_dir).exists():
+        warnings.warn(  # GradlabTrainerCallback("full"): log_dir is the first argument
+            f"{callback}: log_dir {log_dir!r} is the name of a preset; the run is written to "
+            f"the folder {log_dir!r}. To choose the preset, pass preset={log_dir!r} (log_dir "
+            "is the first argument)", UserWarning, stacklevel=caller_stacklevel())
     if log_dir is not None:
         log_dir = check_output_folder(log_dir, argument="log_dir")
     if options is None:

@@ -143,3 +143,22 @@ def test_a_resume_behind_the_runs_end_names_the_steps_logged_again(last, first, 
         f"{last}, and the Trainer resumes from a checkpoint at step {first}: its {steps} will be "
         "logged again after the earlier ones, and gradlab plot draws the later records of those "
         "steps in place of the earlier")
+
+
+@pytest.mark.parametrize("preset", ["cheap", "default", "full"])
+def test_a_log_dir_named_like_a_preset_is_said_to_be_a_folder(tmp_path, monkeypatch, preset):
+    # GradlabTrainerCallback("full") logged the default preset into a folder named full
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(UserWarning) as caught:
+        log_dir, _, options = callback_settings(preset, "gradlab/", None, {},
+                                                callback="GradlabTrainerCallback")
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        f"GradlabTrainerCallback: log_dir {preset!r} is the name of a preset; the run is written "
+        f"to the folder {preset!r}. To choose the preset, pass preset={preset!r} (log_dir is the "
+        "first argument)", __file__)]
+    assert log_dir.name == preset and options.preset is None
+    (tmp_path / preset).mkdir()  # a folder of that name that exists: meant, nothing said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        callback_settings(preset, "gradlab/", None, {})
+        callback_settings(tmp_path / "runs" / preset, "gradlab/", None, {})  # a path: meant
