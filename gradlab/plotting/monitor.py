@@ -1135,6 +1135,8 @@ def draw_family(
     axis.set_xlabel("optimizer step")
     step_axis(axis)  # steps are whole: no 0.5 ticks, one tick for a run of one step
     axis.set_ylabel(ylabel)
+    if plot.undefined is not None and any(broken.values()):  # why its crosses are there
+        title = f"{title} [crosses: {plot.undefined}]"
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
     values = [float(v) for v in drawn if math.isfinite(v)]
     if limits is not None:
@@ -1171,9 +1173,6 @@ def draw_family(
             axis.set_yticks([])
             axis.text(0.5, 0.5, NO_FINITE_VALUE, transform=axis.transAxes, ha="center",
                       va="center", color=NO_FINITE_VALUE_COLOR)  # fmt: skip
-    if rows and plot.undefined is not None:  # crosses where the family can be undefined
-        axis.set_title(textwrap.fill(f"{title} [crosses: {plot.undefined}]", wrap),
-                       pad=TITLE_PAD)  # fmt: skip
     if len(rows) > 1:  # the step labels below the rows
         axis.tick_params(axis="x", pad=plt.rcParams["xtick.major.pad"]
                          + CROSS_ROW * (len(rows) - 1))  # fmt: skip

@@ -127,6 +127,16 @@ def test_a_family_whose_every_value_is_nan_is_drawn_as_crosses_alone():
     plt.close(figure)
 
 
+def test_a_family_that_starts_at_0_leaves_the_step_axis_to_the_steps():
+    # its value axis takes 0 in: its step axis does not (a run resumed at step 1000)
+    figure, axis = _drawn("margin_violations", "margin_recall_at_1", [0.2, 0.4, 0.5, 0.6],
+                          steps=[1000, 1001, 1002, 1003])  # fmt: skip
+    low, high = axis.get_xlim()
+    assert 999 < low < 1000 and 1003 < high < 1004
+    assert axis.get_ylim()[0] < 0 < 0.6 < axis.get_ylim()[1]
+    plt.close(figure)
+
+
 def _title(axis):
     return " ".join(axis.get_title().split())  # as read, the title's line breaks aside
 
