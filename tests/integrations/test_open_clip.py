@@ -12,7 +12,6 @@ import math
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import gradlab
 from gradlab import GradlabError
@@ -36,6 +35,7 @@ from tests.helpers.open_clip_losses import (
     real_open_clip,
     tiny_clip,
 )
+from tests.helpers.processes import run_two_ranks
 from tests.reference import geometry_loops as loops
 from tests.reference.open_clip_loops import cross_entropy_grad, logits64, sigmoid_grad
 
@@ -161,8 +161,7 @@ def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_
                                                                             source):  # fmt: skip
     loss_classes(source)  # skips here when open_clip is not installed
     world, size = 2, 3
-    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), kind, source),
-             nprocs=world, join=True)  # fmt: skip
+    run_two_ranks(clip_worker, (str(tmp_path / "init"), str(tmp_path), kind, source))
     images, texts = features(world, size)
     for rank in range(world):
         captures = torch.load(tmp_path / f"rank{rank}.pt")
@@ -206,8 +205,8 @@ def test_siglip_across_two_processes_records_one_matrix_whatever_the_exchange(tm
     # recorded, its positives came back as negatives in a [B, 3B] matrix
     loss_classes("loss.py")  # skips here when open_clip is not installed
     world, size = 2, 3
-    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), "siglip",
-                                "loss.py", dist_impl), nprocs=world, join=True)  # fmt: skip
+    run_two_ranks(clip_worker, (str(tmp_path / "init"), str(tmp_path), "siglip",
+                                "loss.py", dist_impl))
     images, texts = features(world, size)
     for rank in range(world):
         ((direction, scores, positives, grad),) = torch.load(tmp_path / f"rank{rank}.pt")

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 import gradlab
 from gradlab.functional import in_batch_layout, operating_region_proportion
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
+from tests.helpers.processes import run_two_ranks
 from tests.helpers.workers import (
     distributed_worker,
     gathered_worker,
@@ -54,12 +54,8 @@ def test_killed_training_leaves_valid_jsonl(tmp_path):
 
 @pytest.mark.slow
 def test_distributed_monitor_uses_the_global_batch_and_rank_zero_writes(tmp_path):
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
     log_dir = tmp_path / "run"
-    mp.spawn(
-        distributed_worker, args=(2, str(tmp_path / "init"), str(log_dir)), nprocs=2, join=True
-    )
+    run_two_ranks(distributed_worker, (str(tmp_path / "init"), str(log_dir)))
     headers, records = read_jsonl(log_dir / "metrics.jsonl")
     assert len(headers) == 1 and len(records) == 1  # rank 1 wrote nothing
     torch.manual_seed(0)
@@ -88,11 +84,8 @@ def test_distributed_monitor_uses_the_global_batch_and_rank_zero_writes(tmp_path
 def test_a_loss_on_score_matrices_under_distributed_reads_rank_zeros_matrix(tmp_path, kind):
     # each rank scores its own batch: rows of two ranks' matrices are not one matrix, so the
     # statistics are rank 0's own and the loss the ranks' mean
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
     log_dir = tmp_path / "run"
-    mp.spawn(score_matrix_worker, args=(2, str(tmp_path / "init"), str(log_dir), kind),
-             nprocs=2, join=True)  # fmt: skip
+    run_two_ranks(score_matrix_worker, (str(tmp_path / "init"), str(log_dir), kind))
     for rank in range(2):  # only what cannot apply to a score matrix; nothing failed
         reasons = torch.load(tmp_path / f"run_rank{rank}_disabled.pt")
         assert all(reason.startswith("needs ") for reason in reasons.values()), reasons
@@ -119,11 +112,8 @@ def test_a_loss_on_score_matrices_under_distributed_reads_rank_zeros_matrix(tmp_
 def test_a_loss_on_embeddings_gathered_already_is_read_once(tmp_path, distributed):
     # every rank calls the loss on the global batch: gathering it again would log two copies
     # of each row, whose duplicate pairs pass for distinct items (uniformity, P, counts)
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
     log_dir = tmp_path / "run"
-    mp.spawn(gathered_worker, args=(2, str(tmp_path / "init"), str(log_dir), distributed),
-             nprocs=2, join=True)  # fmt: skip
+    run_two_ranks(gathered_worker, (str(tmp_path / "init"), str(log_dir), distributed))
     _, records = read_jsonl(log_dir / "metrics.jsonl")
     torch.manual_seed(0)
     model = EmbeddingMLP(64, 16)
@@ -143,11 +133,8 @@ def test_a_loss_on_embeddings_gathered_already_is_read_once(tmp_path, distribute
 def test_under_ddp_the_observed_scale_gradient_is_rank_zeros_own_as_its_closed_form(tmp_path):
     # DDP averages logit_scale.grad over the ranks, while the closed form reads rank 0's own
     # matrix: the logged gradient is the one rank 0's backward sent, so the two agree
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
     log_dir = tmp_path / "run"
-    mp.spawn(temperature_ddp_worker, args=(2, str(tmp_path / "init"), str(log_dir)), nprocs=2,
-             join=True)  # fmt: skip
+    run_two_ranks(temperature_ddp_worker, (str(tmp_path / "init"), str(log_dir)))
     _, (record,) = read_jsonl(log_dir / "metrics.jsonl")
     eye = [[row == column for column in range(6)] for row in range(6)]
     scale = math.exp(2.5)
