@@ -50,3 +50,30 @@ def test_quick_report_writes_every_output(quick_report):
         assert set(runs) == {"SmoothAP", "VSE++ max-violation", "NT-Xent"}
         assert all(len(run["recall"]["rsum"]) >= 3 for run in runs.values())
     assert "±" in summary
+
+
+@pytest.mark.slow
+def test_the_quick_reports_audit_leaves_open_only_the_claim_its_quick_study_decides(quick_report):
+    results = json.loads((quick_report / "results.json").read_text())
+    assert results["quick"] is True
+    audit = results["sections"]["audit"]
+    assert sum(audit["counts"].values()) > 60
+    # Only the P-vs-batch-size claim may stay open: with --quick it reads the quick study
+    # (no models trained per m), whose trend can be within the seed spread.
+    open_claims = [r["label"] for r in audit["records"] if r["verdict"] == "inconclusive"]
+    assert set(open_claims) <= {"claim-p-grows-with-batch-size"}
+    assert json.loads((quick_report / "audit.json").read_text())
+    assert "## Derivation audit" in (quick_report / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_quick_reports_verification_agrees_with_finite_differences(quick_report):
+    verification = json.loads((quick_report / "results.json").read_text())["sections"][
+        "verification"]
+    for family, errors in verification["gradient_errors"].items():
+        for name, error in errors.items():
+            tolerance = 1e-6 if name.endswith("_vs_fd") else 1e-10
+            assert error < tolerance, (family, name, error)
+    assert verification["fappy_lemma1"]["lemma_value_matches"] is False
+    assert (quick_report / "figures" / "fappy_lemma1_gradient.png").exists()
+    assert "Numeric verification" in (quick_report / "summary.md").read_text()
