@@ -11,7 +11,6 @@ import torch
 
 pytest.importorskip("lightning")
 
-import torch.multiprocessing as mp
 from lightning.pytorch.loggers import CSVLogger
 
 import gradlab
@@ -27,6 +26,7 @@ from tests.helpers.lightning_module import (
     quiet_trainer,
     rank_batch,
 )
+from tests.helpers.processes import run_two_ranks
 
 
 def test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers(tmp_path):
@@ -446,9 +446,7 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    mp.spawn(ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    run_two_ranks(ddp_worker, (_free_port(), str(tmp_path)), "a ddp fit")
     runs = sorted(tmp_path.rglob("metrics.jsonl"))
     assert len(runs) == 1, runs
     headers, records = read_jsonl(runs[0])
