@@ -990,7 +990,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
             if not isinstance(point, dict):
                 raise GradlabError(f"sampler must return a dict symbol -> value (a point); got "
                                    f"{type(point).__name__} {point!r}")  # fmt: skip
-            _check_covered(free, point, "the sampler's point")
+            _check_sampled_point(point, free)
         shown = point_text(point)
         point = _exact(point)
         try:
@@ -1054,6 +1054,54 @@ def _declared(symbol: sp.Symbol) -> str:
     kinds = ("real", "integer", "positive", "negative", "nonnegative", "nonpositive")
     said = [kind for kind in kinds if symbol.assumptions0.get(kind)]
     return ", ".join(said) or "no assumptions"
+
+
+def _check_sampled_point(point: dict, free: set) -> None:
+    """Refuse a sampler's point that is not one the claim is about: a key that is not a SymPy
+    symbol (its name, ``"x"``), a free symbol of printed and truth left out, or a value that is
+    not a finite real number where its symbol is declared (``tau = -1`` for a positive tau, ``x
+    = 1j`` for a real x, ``n = 2.5`` for an integer n, ``x = inf``, a string). Such a point
+    decides nothing the claim states: at ``x = inf`` a sigmoid's slope without its ``1 / tau``
+    and the true one are both 0, and the wrong form held."""
+    for key in point:
+        if not isinstance(key, sp.Symbol):
+            raise GradlabError(f"the sampler's point must map SymPy symbols to values; got the "
+                               f"key {type(key).__name__} {key!r} (use the symbol itself, not "
+                               "its name)")  # fmt: skip
+    _check_covered(free, point, "the sampler's point")
+    for symbol in sorted(free, key=str):
+        value = point[symbol]
+        problem = _outside_declaration(symbol, value)
+        if problem:
+            raise GradlabError(
+                f"the sampler's point must give each symbol a finite real number where the "
+                f"symbol is declared; got {symbol} = {value!r} ({type(value).__name__}), "
+                f"{problem}"
+            )
+
+
+def _outside_declaration(symbol: sp.Symbol, value: object) -> str | None:
+    """Why ``value`` is no point of ``symbol`` (a few words), or ``None`` when it is one."""
+    if isinstance(value, (str, bytes, bool, np.bool_)):
+        return "which is not a number"
+    try:
+        number = sp.sympify(value, strict=True)
+    except (sp.SympifyError, TypeError, ValueError):
+        return "which is not a number"
+    if not getattr(number, "is_number", False):
+        return "which is not a number"
+    if number.has(sp.nan) or number.is_finite is False:
+        return "which is not finite"
+    if number.is_real is False:
+        return "which is not a real number"
+    declared = _declared(symbol)
+    for kind, holds in (("integer", number.is_integer), ("positive", number.is_positive),
+                        ("negative", number.is_negative),
+                        ("nonnegative", number.is_nonnegative),
+                        ("nonpositive", number.is_nonpositive)):  # fmt: skip
+        if symbol.assumptions0.get(kind) and holds is False:
+            return f"but {symbol} is declared {declared}"
+    return None
 
 
 def _check_covered(free: set, given: Iterable, name: str) -> None:
@@ -1127,8 +1175,10 @@ def symbolic_equality(
     Raises:
         GradlabError: ``printed`` or ``truth`` not an expression, ``symbols`` not a list of
             symbols or missing a free symbol of ``printed - truth`` (with ``relative``, of
-            ``truth`` too), or a ``sampler`` point missing one, ``points`` not a positive
-            integer.
+            ``truth`` too), or a ``sampler`` point missing one, keyed by a name instead of
+            the symbol, or giving one a value that is not a finite real number inside its
+            declaration (``inf``, NaN, a complex or a string; a positive symbol at 0, an
+            integer one at 2.5), ``points`` not a positive integer.
 
     Example:
         >>> from gradlab.symbolic import symbolic_equality

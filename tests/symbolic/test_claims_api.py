@@ -1,9 +1,11 @@
 """The claim API's smaller contracts: verdict names, display of sequences and LaTeX escapes, the
 mutant makers, failed corrections, undecided claims, the random points of symbolic_equality."""
 
+import math
 import random
 import re
 
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -242,6 +244,63 @@ def test_symbols_or_a_sampler_s_point_that_give_none_are_said_to_give_none():
         symbolic_equality(x, sp.Integer(0), [x], sampler=lambda generator: {})
     assert str(empty_point.value) == ("the sampler's point must include every free symbol of "
                                       "printed and truth; missing x (given: none)")  # fmt: skip
+
+
+_SLOPE_X = sp.Symbol("x", real=True)
+_SLOPE_TAU = sp.Symbol("tau", positive=True)
+_SLOPE_N = sp.Symbol("n", integer=True)
+_SIGMOID = 1 / (1 + sp.exp(-_SLOPE_X / _SLOPE_TAU))
+
+
+@pytest.mark.parametrize(("point", "said"), [
+    # at x = inf both the slope without its 1/tau and the true one are 0: the slip "held"
+    ({_SLOPE_X: math.inf, _SLOPE_TAU: 1.0}, "x = inf (float), which is not finite"),
+    ({_SLOPE_X: -sp.oo, _SLOPE_TAU: 1}, "x = -oo (NegativeInfinity), which is not finite"),
+    ({_SLOPE_X: math.nan, _SLOPE_TAU: 1.0}, "x = nan (float), which is not finite"),
+    ({_SLOPE_X: 1.0, _SLOPE_TAU: -1.0},
+     "tau = -1.0 (float), but tau is declared real, positive, nonnegative"),
+    ({_SLOPE_X: 1.0, _SLOPE_TAU: 0}, "tau = 0 (int), but tau is declared real, positive, "
+                                     "nonnegative"),
+    ({_SLOPE_X: 1j, _SLOPE_TAU: 1.0}, "x = 1j (complex), which is not a real number"),
+    ({_SLOPE_X: "1", _SLOPE_TAU: 1.0}, "x = '1' (str), which is not a number"),
+    ({_SLOPE_X: True, _SLOPE_TAU: 1.0}, "x = True (bool), which is not a number"),
+    ({_SLOPE_X: [1.0], _SLOPE_TAU: 1.0}, "x = [1.0] (list), which is not a number"),
+])  # fmt: skip
+def test_a_sampler_s_value_outside_its_symbol_s_declaration_is_refused(point, said):
+    with pytest.raises(GradlabError) as refused:
+        symbolic_equality(_SIGMOID * (1 - _SIGMOID), sp.diff(_SIGMOID, _SLOPE_X),
+                          [_SLOPE_X, _SLOPE_TAU], sampler=lambda generator: point)  # fmt: skip
+    assert str(refused.value) == ("the sampler's point must give each symbol a finite real "
+                                  f"number where the symbol is declared; got {said}")
+
+
+def test_a_sampler_s_point_keyed_by_names_is_refused_with_the_fix():
+    # it said "missing tau, x (given: tau, x)": the names and the symbols print alike
+    with pytest.raises(GradlabError) as refused:
+        symbolic_equality(_SLOPE_X / _SLOPE_TAU, _SLOPE_X, [_SLOPE_X, _SLOPE_TAU],
+                          sampler=lambda generator: {"x": 1.0, "tau": 1.0})  # fmt: skip
+    assert str(refused.value) == ("the sampler's point must map SymPy symbols to values; got "
+                                  "the key str 'x' (use the symbol itself, not its name)")
+
+
+def test_a_sampler_s_point_inside_the_declarations_is_evaluated():
+    # an integer symbol at a non-integer is refused; at integers, of NumPy or Python, the check
+    # runs (and finds the slip of the second form)
+    expanded = _SLOPE_N * (_SLOPE_X**2 + 2 * _SLOPE_X + 1)
+    with pytest.raises(GradlabError, match=r"got n = 2\.5 \(float\), but n is declared real, "
+                                           r"integer$"):
+        symbolic_equality((_SLOPE_X + 1) ** 2 * _SLOPE_N, expanded, [_SLOPE_X, _SLOPE_N],
+                          sampler=lambda generator: {_SLOPE_X: 1.5, _SLOPE_N: 2.5})
+    for n in (2, np.int64(3), sp.Integer(-4)):
+        point = {_SLOPE_X: np.float64(1.5), _SLOPE_N: n}
+        assert symbolic_equality((_SLOPE_X + 1) ** 2 * _SLOPE_N, expanded, [_SLOPE_X, _SLOPE_N],
+                                 sampler=lambda generator, p=point: p).verdict == "holds"
+        assert symbolic_equality(_SLOPE_X**2 * _SLOPE_N, expanded, [_SLOPE_X, _SLOPE_N],
+                                 sampler=lambda generator, p=point: p).verdict == "fails"
+    slip = symbolic_equality(_SIGMOID * (1 - _SIGMOID), sp.diff(_SIGMOID, _SLOPE_X),
+                             [_SLOPE_X, _SLOPE_TAU],
+                             sampler=lambda generator: {_SLOPE_X: 0.5, _SLOPE_TAU: 0.25})
+    assert slip.verdict == "fails"
 
 
 def _sampled_signs(symbol, points=200):
