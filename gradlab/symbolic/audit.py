@@ -331,9 +331,11 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
             f"no reason given for: {', '.join(unexplained)}"
         )
     own = {record["claim"]["formula"], record["claim"].get("correction")}
-    corrections = bool(_candidates(record))  # a failing printed form's mutants that hold
+    corrections = bool(_candidate_corrections(record))  # a failing form's mutants that hold
+    none_accepted = _accepted_no_form(record)  # no mutant is killed, and none survives
     for result in results:
-        if not result["killed"] and not (corrections and result.get("verdict") == "holds"):
+        if not result["killed"] and not none_accepted and not (
+                corrections and result.get("verdict") == "holds"):  # fmt: skip
             found["survivors"].append(f"mutant survives ({result['operator']}: "
                                       f"{result['mutant']}): {result['formula']}")  # fmt: skip
         if result["formula"] in own:
@@ -359,9 +361,12 @@ def mutant_summary(records: list[dict]) -> str:
             f"mutants / {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
     surviving = sum(bool(kind["survivors"]) for kind in kinds)
     line += f"; records with a surviving mutant: {surviving}" if surviving else ""
-    corrections = sum(bool(_candidates(record)) for record in records)  # as format_markdown
-    return line + (f"; records whose failing printed form has candidate corrections: "
-                   f"{corrections}" if corrections else "")
+    corrections = sum(bool(_candidate_corrections(record)) for record in records)
+    line += (f"; records whose failing printed form has candidate corrections: {corrections}"
+             if corrections else "")
+    rejecting = sum(_accepted_no_form(record) for record in records)
+    return line + (f"; records whose check accepted no form (so no mutant killed): "
+                   f"{rejecting}" if rejecting else "")
 
 
 def _check_records(records: object, needed: Sequence[str], claim_needed: Sequence[str]) -> None:
@@ -572,20 +577,32 @@ def _detail_lines(detail: str) -> list[str]:
     return [f"- detail: {first}", "", "  ```text", *(f"  {line}" for line in rest), "  ```"]
 
 
+def _accepted_no_form(record: dict) -> bool:
+    """Whether the check said no to the claim and to every mutant of it: then no mutant is
+    killed (rejecting a mutant shows nothing of a check that rejects everything) and none
+    survives (none was accepted)."""
+    return bool(record.get("mutants") and not record.get("mutants_killed")
+                and record.get("verdict") in ("fails", "inconclusive", "not-reproduced")
+                and not any(o["verdict"] in ("holds", "reproduced")
+                            for o in record.get("mutant_results", ())))  # fmt: skip
+
+
+def _candidate_corrections(record: dict) -> list[str]:
+    """The mutants that hold of a printed form that fails with no correction given: candidate
+    corrections, not a weak check (the check said no to the printed form)."""
+    if record.get("verdict") != "fails" or record.get("mutated_form") != "printed":
+        return []
+    return [o["mutant"] for o in record.get("mutant_results", ()) if o["verdict"] == "holds"]
+
+
 def _candidates(record: dict) -> str:
-    """For a printed form that fails with no correction given, the mutants of it that hold:
-    candidate corrections, not a weak check (the check said no to the printed form). For a
-    check that accepted no form (every verdict fails or inconclusive), why it kills no
-    mutant."""
-    if (record.get("mutants") and not record.get("mutants_killed")
-            and record.get("verdict") in ("fails", "inconclusive", "not-reproduced")
-            and not any(o["verdict"] in ("holds", "reproduced")
-                        for o in record.get("mutant_results", ()))):  # fmt: skip
+    """For a printed form that fails with no correction given, the mutants of it that hold
+    (:func:`_candidate_corrections`). For a check that accepted no form (every verdict fails
+    or inconclusive), why it kills no mutant."""
+    if _accepted_no_form(record):
         return ("; the check accepted no form of this claim, so rejecting its mutants shows "
                 "nothing of it")  # fmt: skip
-    if record.get("verdict") != "fails" or record.get("mutated_form") != "printed":
-        return ""
-    holding = [o["mutant"] for o in record.get("mutant_results", ()) if o["verdict"] == "holds"]
+    holding = _candidate_corrections(record)
     if not holding:
         return ""
     return (f"; the printed form fails, so the mutants that hold are candidate corrections: "

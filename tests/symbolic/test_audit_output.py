@@ -494,6 +494,27 @@ def test_the_console_summary_counts_candidate_corrections_as_the_markdown_names_
     assert line.endswith("; records whose failing printed form has candidate corrections: 1")
 
 
+def test_the_console_summary_counts_a_check_that_accepted_no_form_as_neither_kind():
+    # a printed form whose mutants all fail too was counted as "a surviving mutant" and as
+    # "candidate corrections" (there were none): its check kills nothing and accepts nothing
+    five = Form(sp.Integer(5), lhs="x")
+    rejecting = Claim("mine", "eq1", "x is one", five, _is_one, method="comparison",
+                      mutants=(mutant(five, sp.Integer(10), "doubled"),
+                               mutant(five, sp.Integer(-5), "sign flipped")))  # fmt: skip
+    printed = Form(sp.Integer(-1), lhs="x")  # and one with a candidate correction beside it
+    corrected = Claim("mine", "eq2", "x is one", printed, _is_one, method="comparison",
+                      mutants=(mutant(printed, sp.Integer(1), "sign flipped"),
+                               mutant(printed, sp.Integer(-2), "doubled")))  # fmt: skip
+    records = run_audit([rejecting, corrected, _one_claim(label="eq3")], mutants=True)
+    assert records[0]["mutants_killed"] == 0 and records[0]["verdict"] == "fails"
+    line = mutant_summary(records)
+    assert "surviving" not in line
+    assert line.endswith("; records whose failing printed form has candidate corrections: 1; "
+                         "records whose check accepted no form (so no mutant killed): 1")
+    assert mutant_shortfalls(records[0]) == []  # no survivor listed for it either
+    assert "accepted no form" not in mutant_summary(records[1:])
+
+
 def test_markdown_says_corrected_only_where_the_check_ran_on_the_correction():
     # the check runs on a correction only when the printed form fails, and then whether or
     # not the correction holds, or whether the check can decide it; a correction of a printed
