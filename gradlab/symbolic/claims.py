@@ -305,7 +305,8 @@ def with_parameters(form: Form, name: str, **changes: Any) -> Form:
     """The mutant of a procedure form (a dict value) with some parameters changed.
 
     Raises:
-        GradlabError: ``form`` not a :class:`Form` whose value is a dict.
+        GradlabError: ``form`` not a :class:`Form` whose value is a dict, or a change of a
+            parameter it does not have (a misspelt name: the mutant would change nothing).
 
     Example:
         >>> from gradlab.symbolic import Form, with_parameters
@@ -317,6 +318,11 @@ def with_parameters(form: Form, name: str, **changes: Any) -> Form:
     if not isinstance(form.value, dict):
         raise GradlabError(f"form.value must be a dict of parameters (with_parameters changes "
                            f"some); got {type(form.value).__name__} {form.value!r}")  # fmt: skip
+    unknown = [key for key in changes if key not in form.value]
+    if unknown:
+        raise GradlabError(f"with_parameters changes the form's own parameters "
+                           f"({', '.join(map(repr, form.value)) or 'none'}); got "
+                           f"{', '.join(map(repr, unknown))}")  # fmt: skip
     return mutant(form, {**form.value, **changes}, name)
 
 
@@ -437,6 +443,10 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     printed, and no correction is shown to hold), and the detail says that the correction could
     not be decided (:data:`CORRECTION_UNDECIDED`), with the check's reason.
 
+    Raises:
+        GradlabError: ``claim`` not a :class:`Claim`, ``form`` neither ``None`` nor a
+            :class:`Form`, or a check that returns no :class:`Verdict`.
+
     Example:
         >>> from gradlab.symbolic import Claim, Form, decide, evaluate
         >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", f"2 + 2 is not {form.value}")
@@ -446,6 +456,10 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
         >>> evaluate(claim, Form(3)).verdict
         'fails'
     """
+    if not isinstance(claim, Claim):
+        raise GradlabError(f"claim must be a Claim; got {type(claim).__name__} {claim!r}")
+    if form is not None:
+        _check_form(form)  # an expression itself: wrap it, Form(expression)
     if form is not None and form is not claim.printed:
         return _checked(claim, form)
     first = _checked(claim, claim.printed)

@@ -507,6 +507,9 @@ def test_symbolic_equality_names_a_wrong_argument(arguments, message):
                                                       r"got list \[\(x, 1\)\]$"),
     (lambda: with_parameters(Form(x), "more", bins=3), r"^form.value must be a dict of "
                                                        r"parameters .*; got Symbol x$"),
+    # a misspelt parameter made a mutant beside the form, which changed nothing it checks
+    (lambda: with_parameters(Form({"bins": 10, "width": 0.2}), "one more", binz=11),
+     r"^with_parameters changes the form's own parameters \('bins', 'width'\); got 'binz'$"),
 ])
 def test_a_mutant_maker_names_a_wrong_argument(make, message):
     with pytest.raises(GradlabError, match=message):
@@ -522,6 +525,19 @@ def test_run_audit_refuses_claims_that_are_not_a_list_of_claims(claims, shown):
     with pytest.raises(GradlabError, match=rf"^claims must be None or a list of Claims \(e.g. "
                                            rf"\[claim\]\); got {shown}"):  # fmt: skip
         run_audit(claims)
+
+
+def test_evaluate_refuses_what_is_not_a_claim_or_a_form():
+    # an expression given as the form ended in "'Mul' object has no attribute 'value'"
+    claim = Claim("mine", "eq1", "twice x", Form(2 * x),
+                  lambda form: symbolic_equality(form.value, 2 * x, [x]))  # fmt: skip
+    with pytest.raises(GradlabError, match=r"^form must be a Form \(e.g. Form\(expression, "
+                                           r"lhs=...\)\); got Mul 3\*x$"):  # fmt: skip
+        evaluate(claim, 3 * x)
+    with pytest.raises(GradlabError, match=r"^claim must be a Claim; got str 'eq1'$"):
+        evaluate("eq1")
+    assert evaluate(claim, Form(3 * x)).verdict == "fails"
+    assert evaluate(claim, None).verdict == evaluate(claim).verdict == "holds"
 
 
 def test_a_verdict_detail_that_is_not_text_is_refused():
