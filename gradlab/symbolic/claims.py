@@ -196,6 +196,19 @@ class Form:
     render: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
     context: str = ""
 
+    def __post_init__(self) -> None:
+        if self.value is None:
+            raise GradlabError("Form's value must be the printed form (a SymPy expression or "
+                               "relation, a dict of parameters, or a code string); got None")
+        for name in ("lhs", "name", "context"):
+            if not isinstance(getattr(self, name), str):
+                raise GradlabError(f"Form's {name} must be a str; got "
+                                   f"{type(getattr(self, name)).__name__} "
+                                   f"{getattr(self, name)!r}")  # fmt: skip
+        if self.render is not None and not callable(self.render):
+            raise GradlabError(f"Form's render must be None or a function value -> str; got "
+                               f"{type(self.render).__name__} {self.render!r}")  # fmt: skip
+
     def text(self) -> str:
         """The plain-text formula, generated from :attr:`value` (``context`` names the rest)."""
         body = self.render(self.value) if self.render else _default_text(self.value)
@@ -275,6 +288,9 @@ def scaled(form: Form, factor: Any = 2) -> Form:
     if sp.sympify(factor) == 1:
         raise GradlabError("factor must not be 1 (the mutant would be the form itself); got "
                            f"{factor!r}")  # fmt: skip
+    if sp.sympify(factor).has(sp.nan, sp.oo, -sp.oo, sp.zoo):
+        raise GradlabError(f"factor must be finite (a mutant of nan or oo times the form "
+                           f"checks no slip); got {factor!r}")  # fmt: skip
     return mutant(form, form.value * factor, f"multiplied by {factor}")
 
 
@@ -391,6 +407,12 @@ class Claim:
         for name in ("seed", "label", "statement"):
             if not isinstance(getattr(self, name), str):
                 raise GradlabError(f"Claim's {name} must be a str; got {getattr(self, name)!r}")
+        for name in ("seed", "label"):  # the record's id is seed:label
+            value = getattr(self, name)
+            if not value or any(c.isspace() or c == ":" for c in value):
+                raise GradlabError(f"Claim's {name} must be a non-empty name without spaces or "
+                                   f"':' (the record's id is seed:label, e.g. my-notes:eq3); "
+                                   f"got {value!r}")  # fmt: skip
         if not isinstance(self.printed, Form):
             raise GradlabError(
                 f"Claim's printed must be a Form (e.g. Form(expression, lhs=...)); got "

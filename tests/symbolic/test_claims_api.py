@@ -408,6 +408,10 @@ def test_a_check_that_returns_no_verdict_is_refused_by_name(returned, shown):
         ({"correction": 2 * x}, "correction"),
         ({"mutants": (2 * x,)}, "mutants"),
         ({"label": 1}, "label"),
+        # the record's id is seed:label: an empty seed made ":eq1"
+        ({"seed": ""}, "seed"),
+        ({"label": "equation one"}, "label"),
+        ({"label": "eq1:b"}, "label"),
     ],
 )
 def test_a_claim_with_a_field_of_the_wrong_kind_is_refused_when_built(fields, argument):
@@ -525,6 +529,24 @@ def test_run_audit_refuses_claims_that_are_not_a_list_of_claims(claims, shown):
     with pytest.raises(GradlabError, match=rf"^claims must be None or a list of Claims \(e.g. "
                                            rf"\[claim\]\); got {shown}"):  # fmt: skip
         run_audit(claims)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Form(None), "Form's value must be the printed form (a SymPy expression or "
+                         "relation, a dict of parameters, or a code string); got None"),
+    (lambda: Form(x, lhs=3), "Form's lhs must be a str; got int 3"),  # it showed "3 = x"
+    (lambda: Form(x, name=None), "Form's name must be a str; got NoneType None"),
+    (lambda: Form(x, render="latex"), "Form's render must be None or a function value -> str; "
+                                      "got str 'latex'"),
+    (lambda: scaled(Form(x), float("nan")), "factor must be finite (a mutant of nan or oo "
+                                            "times the form checks no slip); got nan"),
+    (lambda: scaled(Form(x), sp.oo), "factor must be finite (a mutant of nan or oo times the "
+                                     "form checks no slip); got oo"),
+])  # fmt: skip
+def test_a_form_or_a_scaled_mutant_that_says_nothing_is_refused(make, message):
+    with pytest.raises(GradlabError) as refused:
+        make()
+    assert str(refused.value) == message
 
 
 def test_evaluate_refuses_what_is_not_a_claim_or_a_form():
