@@ -13,3 +13,15 @@ def wide_unsigned_refusal(name: str, dtype: torch.dtype) -> str:
     return (f"{name} must have a signed integer dtype or uint8; got {dtype} (torch implements "
             f"few operations for {width}: no ordering comparison, search, bincount or "
             f"indexing); pass {name}.long()")  # fmt: skip
+
+
+def refusal_of(make) -> str:
+    """The message of the :class:`~gradlab.GradlabError` that ``make()`` raises (the test
+    fails if it raises none, or another error)."""
+    import pytest
+
+    from gradlab import GradlabError
+
+    with pytest.raises(GradlabError) as refused:
+        make()
+    return str(refused.value)
