@@ -1328,8 +1328,10 @@ def numeric_agreement(
     the true one is a number fails there; a case whose *true* value is NaN compares nothing, so
     when every other case agrees the verdict is ``inconclusive`` and names it, as it is with no
     cases at all. ``holds`` rests on these cases alone: its detail gives their number and the
-    largest error. A ``fails`` is ``undefined`` (its ``failure``) when every case that fails
-    gives NaN or an infinity, ``wrong-value`` when one gives a wrong number.
+    largest error. A case where both values are the same infinity (a pole, an overflow of
+    both) agrees, and the detail counts such cases. A ``fails`` is ``undefined`` (its
+    ``failure``) when every case that fails gives NaN or an infinity, ``wrong-value`` when one
+    gives a wrong number.
 
     Raises:
         GradlabError: ``tolerance`` not a finite number >= 0, ``printed`` or ``truth`` not
@@ -1357,6 +1359,7 @@ def numeric_agreement(
     worst, worst_case, worst_true = 0.0, 0, 0.0
     no_truth = []  # the cases whose true value is NaN: nothing to compare with there
     wrong_value = False  # a case where the printed value is a number, and a wrong one
+    infinite = 0  # cases where both are the same infinity: they agree, and the detail says so
     for index, case in enumerate(cases):
         true_value = _real(truth, case, "truth", index, len(cases))
         value = _real(printed, case, "printed", index, len(cases))
@@ -1364,11 +1367,15 @@ def numeric_agreement(
             no_truth.append(index)
             continue
         error = 0.0 if value == true_value else abs(value - true_value)  # equal infinities agree
+        infinite += math.isinf(true_value) and value == true_value
         wrong_value = wrong_value or (math.isfinite(value) and not error <= tolerance)
         # NaN counts as the worst, and the first one stays: a later case must not replace it
         if not error <= worst and not math.isnan(worst):
             worst, worst_case, worst_true = error, index, true_value
     there = f"; {_relative(worst, worst_true)} there" if relative and worst else ""
+    if infinite:  # an error of 0 there is no difference of two numbers: said, not hidden
+        there += (f"; printed and true are the same infinity at {infinite} of them (taken "
+                  "as agreeing)")
     compared = len(cases) - len(no_truth)
     if worst <= tolerance and (no_truth or not cases):
         if not compared:

@@ -168,9 +168,18 @@ def test_numeric_agreement_over_one_case_says_case():
         "inconclusive", "the true value is nan at its one case: nothing was compared.")
 
 
-def test_numeric_agreement_equal_infinities_agree():
+def test_numeric_agreement_equal_infinities_agree_and_the_detail_counts_them():
+    # a user read "max |printed - true| = 0.00e+00" of two infinities as a difference of 0
     verdict = numeric_agreement(lambda c: math.inf, lambda c: math.inf, [1.0], tolerance=0)
     assert verdict.verdict == "holds"
+    assert verdict.detail == ("max |printed - true| = 0.00e+00 over 1 case; printed and true "
+                              "are the same infinity at 1 of them (taken as agreeing).")
+    poles = [1.0, 2.0, 3.0]  # one of three cases at a pole of both sides
+    both = numeric_agreement(lambda c: 1 / (c - 2) if c != 2 else -math.inf,
+                             lambda c: 1 / (c - 2) if c != 2 else -math.inf, poles, tolerance=0)
+    assert both.detail.endswith("the same infinity at 1 of them (taken as agreeing).")
+    finite = numeric_agreement(float, float, poles, tolerance=0)
+    assert finite.detail == "max |printed - true| = 0.00e+00 over 3 cases."
     assert numeric_agreement(lambda c: -math.inf, lambda c: math.inf, [1.0],
                              tolerance=1e300).verdict == "fails"  # fmt: skip
 
