@@ -179,23 +179,27 @@ def _build_parser(
         help="no progress output (default: bars on a terminal, one line per stage otherwise)",
     )  # fmt: skip
     audit_help = ("check the papers' printed equations by computation (SymPy, float64), one "
-                  "verdict per claim")
+                  "verdict per claim; the built-in papers' claims (audit a derivation of your "
+                  "own from Python: gradlab.symbolic.audit_claim)")
     audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
         "--json", type=_file_path,
         help="write the records as JSON into this file (its folder must exist; none is created); "
-        "an existing file is replaced only if it is an earlier gradlab audit --json output",
+        "an existing file is replaced only if it is empty or an earlier gradlab audit --json "
+        "output",
     )  # fmt: skip
     audit.add_argument(
         "--markdown", type=_file_path,
         help="write a readable report with the formulas into this file (its folder must exist); "
-        "an existing file is replaced only if it is an earlier gradlab audit --markdown output",
+        "an existing file is replaced only if it is empty or an earlier gradlab audit "
+        "--markdown output",
     )  # fmt: skip
     audit.add_argument(
         "--mutants", action="store_true",
         help="also check mutants of each claim's accepted form (its hand-written slips and the "
         "sign/shift/factor/term/exponent/log/swap operators' mutants; killed = the check does not "
-        "hold); records get mutant_results, mutants, mutant_operators, mutants_killed; the last "
+        "hold, where it holds for the claim's accepted form); records get mutant_results, "
+        "mutants, mutant_operators, mutants_killed; the last "
         "line counts records short of 3 mutants from 2 operators without a stated reason",
     )  # fmt: skip
     audit.add_argument(

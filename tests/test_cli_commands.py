@@ -68,12 +68,14 @@ HELP = {
         "--no-progress": ("no progress output", "one line per stage otherwise)"),
     }),
     "audit": ("check the papers' printed equations by computation (SymPy, float64), one "
-              "verdict per claim", {
+              "verdict per claim; the built-in papers' claims (audit a derivation of your own "
+              "from Python: gradlab.symbolic.audit_claim)", {
         "--json": ("write the records as JSON into this file", "none is created); an existing "
-                   "file is replaced only if it is an earlier gradlab audit --json output"),
+                   "file is replaced only if it is empty or an earlier gradlab audit --json "
+                   "output"),
         "--markdown": ("write a readable report with the formulas", "(its folder must exist); an "
-                       "existing file is replaced only if it is an earlier gradlab audit "
-                       "--markdown output"),
+                       "existing file is replaced only if it is empty or an earlier gradlab "
+                       "audit --markdown output"),
         "--mutants": ("also check mutants of each claim's accepted form",
                       "from 2 operators without a stated reason"),
         "--measure": ("also measure P against batch size", "(default: off)"),
@@ -156,8 +158,9 @@ HELP_SAYS = {
     ("report", "--studies"): ["becomes a section after the bundled ones (its tables, verdicts "
                               "and figures, rendered from its JSON; nothing is trained)"],
     ("audit", "--mutants"): ["(its hand-written slips and the sign/shift/factor/term/exponent/"
-                             "log/swap operators' mutants; killed = the check does not hold); "
-                             "records get mutant_results, mutants, mutant_operators, "
+                             "log/swap operators' mutants; killed = the check does not hold, "
+                             "where it holds for the claim's accepted form); records get "
+                             "mutant_results, mutants, mutant_operators, "
                              "mutants_killed;"],
     ("audit", "--measure"): ["(quick settings, trains small networks for some seconds), shown "
                              "as context of Brown et al.'s claim that P rises with the batch "

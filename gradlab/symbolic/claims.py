@@ -1216,6 +1216,9 @@ def symbolic_equality(
             declaration (``inf``, NaN, a complex or a string; a positive symbol at 0, an
             integer one at 2.5), ``points`` not a positive integer.
 
+    An exception raised by ``sampler`` itself reaches the caller as it is (your code's error,
+    with its traceback).
+
     Example:
         >>> from gradlab.symbolic import symbolic_equality
         >>> import sympy as sp
@@ -1338,6 +1341,10 @@ def numeric_agreement(
             callable, ``cases`` not an iterable, ``relative`` not a bool (all checked before any
             case runs); a case where ``printed`` or ``truth`` returns something that is not one
             real number (a vector, a complex number).
+
+    An exception raised by ``printed`` or ``truth`` (a ``ZeroDivisionError`` at a case) reaches
+    the caller as it is, with its traceback: they are your code. A case where a value is
+    undefined returns NaN instead.
 
     Example:
         >>> from gradlab.symbolic import numeric_agreement
