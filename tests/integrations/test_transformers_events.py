@@ -7,9 +7,11 @@ the fields the callback reads, and :func:`train_steps` calls the events as
 with the loss called outside the callback.
 """
 
+import gc
 import linecache
 import sys
 import warnings
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -277,6 +279,35 @@ def test_attach_puts_the_callback_before_the_first_reporting_callback_once():
     assert plain[0] is other and len(plain) == 2  # no reporting callback: at the end
     with pytest.raises(GradlabError, match=r"^trainer must be a transformers\.Trainer.*Namespace"):
         callback.attach(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=None)))
+
+
+class _WeakTrainer:
+    """A trainer as attach reads one (a callback_handler), which takes weak references."""
+
+    def __init__(self):
+        self.callback_handler = SimpleNamespace(callbacks=[])
+
+
+def test_an_attached_callback_does_not_keep_its_trainer_alive():
+    callback, trainer = GradlabTrainerCallback(), _WeakTrainer()
+    callback.attach(trainer)
+    alive = weakref.ref(trainer)
+    del trainer
+    gc.collect()
+    assert alive() is None  # a trainer dropped by its loop is freed, the callback or not
+
+
+@pytest.mark.parametrize("make", [_WeakTrainer, lambda: SimpleNamespace(
+    callback_handler=SimpleNamespace(callbacks=[]))], ids=["weak", "no weak references"])
+def test_a_callback_held_by_one_trainer_is_refused_by_another(make):
+    # a trainer that takes no weak reference is held by a plain one: still refused
+    callback, first, second = GradlabTrainerCallback(), make(), make()
+    callback.attach(first)
+    with pytest.raises(GradlabError, match=r"^this GradlabTrainerCallback is attached to "
+                                           r"another Trainer already"):  # fmt: skip
+        callback.attach(second)
+    first.callback_handler.callbacks.remove(callback)  # taken off the first: free to move
+    assert callback.attach(second) is callback
 
 
 def test_watch_wraps_a_plain_loss_and_keeps_its_name_and_attributes():

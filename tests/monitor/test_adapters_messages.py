@@ -137,6 +137,9 @@ def test_a_call_is_described_by_position_or_keyword_type_and_shape():
     assert adapters.describe_call((features, None), {}) == "args[0]=list of 2 dict, args[1]=None"
     assert adapters.describe_call(((torch.zeros(3), 1, "a", 2.0),), {"empty": []}) == (
         "args[0]=tuple of 4 Tensor[3], int, str, ..., empty=list of 0")
+    # three kinds are all shown: nothing left out, no "..."
+    assert adapters.describe_call(((torch.zeros(3), 1, "a"),), {}) == (
+        "args[0]=tuple of 3 Tensor[3], int, str")
 
 
 def test_an_unmet_need_without_a_reason_names_the_loss():
