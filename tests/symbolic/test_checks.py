@@ -180,6 +180,13 @@ def test_numeric_agreement_equal_infinities_agree_and_the_detail_counts_them():
     assert both.detail.endswith("the same infinity at 1 of them (taken as agreeing).")
     finite = numeric_agreement(float, float, poles, tolerance=0)
     assert finite.detail == "max |printed - true| = 0.00e+00 over 3 cases."
+    # with relative errors asked for, both remarks are kept
+    off = numeric_agreement(lambda c: 2 * c if c != 2 else math.inf,
+                            lambda c: c if c != 2 else math.inf, poles, tolerance=0,
+                            relative=True)  # fmt: skip
+    assert off.detail == ("max |printed - true| = 3 (case 3 of 3); relative error 1 (100 %) "
+                          "there; printed and true are the same infinity at 1 of them (taken as "
+                          "agreeing).")
     assert numeric_agreement(lambda c: -math.inf, lambda c: math.inf, [1.0],
                              tolerance=1e300).verdict == "fails"  # fmt: skip
 

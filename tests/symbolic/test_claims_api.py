@@ -266,6 +266,7 @@ _SIGMOID = 1 / (1 + sp.exp(-_SLOPE_X / _SLOPE_TAU))
     ({_SLOPE_X: "1", _SLOPE_TAU: 1.0}, "x = '1' (str), which is not a number"),
     ({_SLOPE_X: True, _SLOPE_TAU: 1.0}, "x = True (bool), which is not a number"),
     ({_SLOPE_X: [1.0], _SLOPE_TAU: 1.0}, "x = [1.0] (list), which is not a number"),
+    ({_SLOPE_X: sp.Symbol("y"), _SLOPE_TAU: 1.0}, "x = y (Symbol), which is not a number"),
 ])  # fmt: skip
 def test_a_sampler_s_value_outside_its_symbol_s_declaration_is_refused(point, said):
     with pytest.raises(GradlabError) as refused:
@@ -273,6 +274,22 @@ def test_a_sampler_s_value_outside_its_symbol_s_declaration_is_refused(point, sa
                           [_SLOPE_X, _SLOPE_TAU], sampler=lambda generator: point)  # fmt: skip
     assert str(refused.value) == ("the sampler's point must give each symbol a finite real "
                                   f"number where the symbol is declared; got {said}")
+
+
+@pytest.mark.parametrize(("declared", "value"), [
+    ({"negative": True}, 0), ({"nonnegative": True}, -1.0), ({"nonpositive": True}, 0.5),
+    ({"positive": True}, -2), ({"integer": True}, 0.5),
+])  # fmt: skip
+def test_each_declared_sign_and_kind_bounds_a_sampler_s_values(declared, value):
+    u = sp.Symbol("u", **declared)
+    with pytest.raises(GradlabError, match=rf"; got u = {re.escape(repr(value))} \(\w+\), but u "
+                                           rf"is declared .*{next(iter(declared))}"):
+        symbolic_equality((u + 1) ** 2, u**2 + 2 * u + 1, [u],
+                          sampler=lambda generator: {u: value})  # fmt: skip
+    inside = {"negative": -1.0, "nonnegative": 0, "nonpositive": 0, "positive": 2,
+              "integer": -3}[next(iter(declared))]  # fmt: skip
+    assert symbolic_equality((u + 1) ** 2, u**2 + 2 * u + 1, [u],
+                             sampler=lambda generator: {u: inside}).verdict == "holds"
 
 
 def test_a_sampler_s_point_keyed_by_names_is_refused_with_the_fix():
@@ -543,6 +560,14 @@ def test_run_audit_refuses_claims_that_are_not_a_list_of_claims(claims, shown):
                                             "times the form checks no slip); got nan"),
     (lambda: scaled(Form(x), sp.oo), "factor must be finite (a mutant of nan or oo times the "
                                      "form checks no slip); got oo"),
+    (lambda: scaled(Form(x), -sp.oo), "factor must be finite (a mutant of nan or oo times the "
+                                      "form checks no slip); got -oo"),
+    (lambda: scaled(Form(x), sp.zoo), "factor must be finite (a mutant of nan or oo times the "
+                                      "form checks no slip); got zoo"),
+    (lambda: with_parameters(Form({}), "more", bins=3),
+     "with_parameters changes the form's own parameters (none); got 'bins'"),
+    (lambda: with_parameters(Form({"bins": 1}), "two slips", binz=2, widht=3),
+     "with_parameters changes the form's own parameters ('bins'); got 'binz', 'widht'"),
 ])  # fmt: skip
 def test_a_form_or_a_scaled_mutant_that_says_nothing_is_refused(make, message):
     assert refusal_of(make) == message
