@@ -166,6 +166,16 @@ def _default_latex(value: Any) -> str:
     return r"\text{" + _escape(str(value)) + "}"
 
 
+def _check_text_fields(kind: str, instance: object, names: tuple[str, ...]) -> None:
+    """Refuse, by name, a field of ``instance`` (a :class:`Form` or :class:`Claim`) that is not
+    a str."""
+    for name in names:
+        value = getattr(instance, name)
+        if not isinstance(value, str):
+            raise GradlabError(f"{kind}'s {name} must be a str; got {type(value).__name__} "
+                               f"{value!r}")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Form:
     r"""A printed (or corrected, or mutated) form of a claim: the data its check receives.
@@ -200,11 +210,7 @@ class Form:
         if self.value is None:
             raise GradlabError("Form's value must be the printed form (a SymPy expression or "
                                "relation, a dict of parameters, or a code string); got None")
-        for name in ("lhs", "name", "context"):
-            if not isinstance(getattr(self, name), str):
-                raise GradlabError(f"Form's {name} must be a str; got "
-                                   f"{type(getattr(self, name)).__name__} "
-                                   f"{getattr(self, name)!r}")  # fmt: skip
+        _check_text_fields("Form", self, ("lhs", "name", "context"))
         if self.render is not None and not callable(self.render):
             raise GradlabError(f"Form's render must be None or a function value -> str; got "
                                f"{type(self.render).__name__} {self.render!r}")  # fmt: skip
@@ -404,9 +410,7 @@ class Claim:
     domain: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("seed", "label", "statement"):
-            if not isinstance(getattr(self, name), str):
-                raise GradlabError(f"Claim's {name} must be a str; got {getattr(self, name)!r}")
+        _check_text_fields("Claim", self, ("seed", "label", "statement"))
         for name in ("seed", "label"):  # the record's id is seed:label
             value = getattr(self, name)
             if not value or any(c.isspace() or c == ":" for c in value):
