@@ -531,7 +531,10 @@ def claim_mutants(claim: Claim, accepted: Form | None = None) -> list[tuple[str,
 
     Each is a mutant of the accepted form (:meth:`Claim.accepted`). A mutant whose text equals
     the printed form's or the correction's, or an earlier mutant's, is left out: it is not a
-    slip, and checking it would test nothing.
+    slip, and checking it would test nothing. A name that several mutants share (one change
+    made at two places: ``sign of term 1 flipped`` where ``1`` is added twice) is numbered in
+    the order they are checked, ``sign of term 1 flipped (1 of 2)``; a name no other mutant has
+    is kept as it is.
 
     Returns:
         ``(operator, Form)`` pairs; hand-written slips have the operator :data:`SLIP`.
@@ -548,7 +551,22 @@ def claim_mutants(claim: Claim, accepted: Form | None = None) -> list[tuple[str,
     # reason explains a missing operator, it never removes a mutant
     # at most 4 per operator (mutation_operators.CAP): the whole audit, about 1900 mutants of 125
     # claims, takes about 23 s on a two-core machine
-    return pairs + generate(accepted, exclude_texts=seen)
+    return _told_apart(pairs + generate(accepted, exclude_texts=seen))
+
+
+def _told_apart(pairs: list[tuple[str, Form]]) -> list[tuple[str, Form]]:
+    """``pairs`` with each name that several mutants share numbered ``(k of n)``."""
+    totals: dict[str, int] = {}
+    for _, form in pairs:
+        totals[form.name] = totals.get(form.name, 0) + 1
+    seen: dict[str, int] = {}
+    numbered = []
+    for operator, form in pairs:
+        if totals[form.name] > 1:
+            seen[form.name] = seen.get(form.name, 0) + 1
+            form = replace(form, name=f"{form.name} ({seen[form.name]} of {totals[form.name]})")
+        numbered.append((operator, form))
+    return numbered
 
 
 def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
