@@ -16,6 +16,7 @@ SigLIP's sigmoid loss, a score loss too, is :class:`gradlab.SigLIPLoss` (module
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import ClassVar, NamedTuple
 
@@ -32,6 +33,7 @@ from gradlab.functional.losses import (
     has_ranking_signal,
     smooth_ap_loss,
 )
+from gradlab.functional.precision import call_form_checked
 from gradlab.functional.score_losses import (
     DIRECTIONS,
     LEARNABLE_TEMPERATURE,
@@ -64,6 +66,13 @@ __all__ = [
     "SmoothAPLoss",
     "SoftmaxLogits",
 ]
+
+LEARNABLE_TAU = ("SmoothAPLoss scores cosines, so no scaling of the embeddings stands in for "
+                 "one; 1 - gradlab.functional.smooth_ap(scores / tau, positives, tau=1.0) on a "
+                 "score matrix of yours learns it, and float(tau) fixes it at its value")
+"""What a learnable SmoothAP ``tau`` needs: the sigmoid reads ``D / tau`` for ``D`` a difference
+of scores, so the functional form on scores divided by the parameter gives it its gradient;
+the module's cosines are unchanged by a scale of the embeddings."""
 
 INPUT_FORMS = ("embeddings", "scores", "in_batch_scores")
 """The values of :attr:`RankingLoss.input_form`."""
@@ -156,6 +165,12 @@ class RankingLoss(nn.Module):
             raise GradlabError(
                 f"{cls.__name__}.input_form must be one of {INPUT_FORMS}; got {cls.input_form!r}"
             )
+        # a misspelt keyword, of the loss's call or of its constructor, is said as gradlab's
+        # functions say it: a CallFormError (a GradlabError and a TypeError) with the signature
+        for method in ("__init__", "forward"):
+            own = cls.__dict__.get(method)
+            if inspect.isfunction(own) and not getattr(own, "refuses_misfit_calls", False):
+                setattr(cls, method, call_form_checked(own, method=True))
 
     @property
     def softmax_logits(self) -> SoftmaxLogits:
@@ -252,6 +267,8 @@ class SmoothAPLoss(RankingLoss):
         self, tau: float = 0.01, include_query: bool = False, validate: bool = True
     ) -> None:
         super().__init__(validate)
+        if isinstance(tau, torch.Tensor) and tau.requires_grad:  # float(tau) would freeze it
+            refuse_learnable("tau", tau, LEARNABLE_TAU)
         self.tau = check_temperature("tau", tau)
         self.include_query = check_bool("include_query", include_query)
 

@@ -32,7 +32,10 @@ class SigLIPLoss(_ScoreMatrixLoss):
         bias: ``b``, a number in ``[-1e30, 1e30]`` (SigLIP starts at -10). SigLIP learns
             both: pass ``scale=1.0, bias=0.0`` and the logits ``t * scores + b``.
         reduction: ``"mean"`` (the sum over pairs divided by the number of rows) or ``"sum"``.
-        validate: refuse NaN/inf scores (one host read); ``False`` reads nothing back.
+        validate: refuse NaN/inf scores, and scores large enough that the summed pair
+            losses would overflow the dtype they are computed in (or, for half-precision
+            scores, the dtype they are returned in), in one host read; the bound is
+            :func:`gradlab.functional.sigmoid_pair_loss`'s. ``False`` reads nothing back.
 
     Raises:
         GradlabError: a bad option, naming it and the value.

@@ -207,6 +207,43 @@ def test_cross_modal_blackbox_ap_counts_batches_without_ranking_signal(rows, cou
     assert len([w for w in caught if w.category is DegenerateBatchWarning]) == counted
 
 
+SIX = ["SmoothAPLoss", "FastAPLoss", "FAPPYLoss", "BlackboxAPLoss", "NTXentLoss",
+       "MaxViolationTripletLoss", "SigLIPLoss"]
+
+
+@pytest.mark.parametrize("name", SIX)
+def test_a_misspelt_keyword_of_a_loss_or_its_constructor_is_a_call_form_error(name):
+    # the functional twins said it as a CallFormError (a GradlabError and a TypeError), the
+    # modules as Python's bare TypeError: `except GradlabError` caught one and not the other
+    from gradlab.errors import CallFormError
+
+    cls = getattr(gradlab, name)
+    with pytest.raises(CallFormError) as caught:
+        cls()(torch.randn(4, 4), torch.arange(4) % 2, validat=False)
+    assert str(caught.value).startswith(f"{name}.forward(")
+    assert "self" not in str(caught.value).split(":")[0]  # the signature as the user calls it
+    assert str(caught.value).endswith("got an unexpected keyword argument 'validat'")
+    with pytest.raises(CallFormError) as caught:
+        cls(validat=False)
+    assert str(caught.value).startswith(f"{name}(") and "'validat'" in str(caught.value)
+
+
+def test_a_users_subclass_refuses_a_misfit_call_and_keeps_its_own_type_errors():
+    from gradlab.errors import CallFormError
+
+    class MyLoss(RankingLoss):
+        input_form = "scores"
+
+        def forward(self, scores, positives):
+            return scores.sum() + "text"  # a TypeError inside a call that fits
+
+    with pytest.raises(CallFormError, match=r"^MyLoss.forward\(scores, positives\): "):
+        MyLoss()(torch.ones(2, 2), torch.eye(2, dtype=torch.bool), extra=1)
+    with pytest.raises(TypeError) as caught:
+        MyLoss()(torch.ones(2, 2), torch.eye(2, dtype=torch.bool))
+    assert not isinstance(caught.value, GradlabError)
+
+
 def test_a_users_subclass_validates_by_default_and_must_declare_a_known_form():
     class MyLoss(RankingLoss):
         input_form = "scores"
@@ -240,3 +277,32 @@ def test_the_degenerate_batch_warning_never_points_into_gradlab(make, degenerate
         make()(*degenerate())
     (flagged,) = [w for w in caught if w.category is DegenerateBatchWarning]
     assert package not in Path(flagged.filename).resolve().parents
+
+
+def test_a_learnable_tau_is_refused_naming_the_form_that_learns_it():
+    # "pass float(x), or x.item()" was the advice, which would freeze a learnable tau
+    import gradlab.functional as F
+
+    tau = torch.tensor(0.1, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(GradlabError, match=r"^tau must be a number, not a tensor \(a learnable "
+                       r"tau: SmoothAPLoss scores cosines, so no scaling of the embeddings "
+                       r"stands in for one; 1 - gradlab.functional.smooth_ap\(scores / tau, "
+                       r"positives, tau=1.0\)"):
+        gradlab.SmoothAPLoss(tau=tau)
+    with pytest.raises(GradlabError, match=r"pass float\(x\), or x.item\(\)"):
+        gradlab.SmoothAPLoss(tau=torch.tensor(0.1))  # no gradient: a number is meant
+    # the scaled embeddings do not stand in: the module's cosines are scale-free
+    embeddings, labels = _batch()
+    assert torch.equal(gradlab.SmoothAPLoss(1.0)(embeddings / 0.1**0.5, labels),
+                       gradlab.SmoothAPLoss(1.0)(embeddings, labels))  # fmt: skip
+    # the form the message names gives tau = 0.1's values and a gradient for tau
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(5, 7, generator=generator, dtype=torch.float64)
+    positives = torch.rand(5, 7, generator=generator) < 0.4
+    positives[:, 0], positives[:, 1] = True, False
+    learned = 1 - F.smooth_ap(scores / tau, positives, tau=1.0).mean()
+    fixed = [1 - F.smooth_ap(scores, positives, tau=0.1 + h).mean().item()
+             for h in (0, 1e-6, -1e-6)]  # fmt: skip
+    assert learned.item() == pytest.approx(fixed[0], rel=1e-12)
+    learned.backward()
+    assert tau.grad.item() == pytest.approx((fixed[1] - fixed[2]) / 2e-6, rel=1e-5)

@@ -284,9 +284,10 @@ def smooth_ap_loss(
     host tell it, so it costs no synchronisation. ``name`` names the caller in error messages.
 
     Raises:
-        GradlabError: on a call in neither form (``labels`` without ``candidates`` and
-            ``positives``, or ``candidates`` and ``positives`` without ``labels``), bad tensors,
-            or ``include_query=True`` in a cross-modal call (its queries are no candidates).
+        GradlabError: on a call in neither form (``labels`` together with ``candidates`` or
+            ``positives``, one of ``candidates`` and ``positives`` without the other, or none
+            of the three), bad tensors, or ``include_query=True`` in a cross-modal call (its
+            queries are no candidates).
 
     Example:
         >>> import torch

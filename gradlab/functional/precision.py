@@ -67,12 +67,16 @@ def outside_autocast(function: Function) -> Function:
     return run  # type: ignore[return-value]
 
 
-def call_form_checked(function: Function) -> Function:
+def call_form_checked(function: Function, *, method: bool = False) -> Function:
     """``function``, refusing a call that does not fit its signature (an argument too many, a
     misspelt keyword) with a :class:`~gradlab.errors.CallFormError` (a ``GradlabError`` and a
     ``TypeError``) that shows the signature
     and names its keyword-only arguments, where Python raises a bare ``TypeError``. A
     ``TypeError`` raised inside a call that fits is left as it is. Costs a ``try`` per call.
+
+    ``method``: ``function`` is a method (it takes ``self`` first): the signature is shown as
+    ``Class.method(...)`` (``Class(...)`` for ``__init__``) without ``self``, ``Class`` the
+    class of the object called (a subclass that inherits the method is named itself).
 
     Example:
         >>> from gradlab import GradlabError
@@ -91,17 +95,20 @@ def call_form_checked(function: Function) -> Function:
         try:
             return function(*args, **kwargs)
         except TypeError as error:
-            _refuse_call_form(function, args, kwargs, error)
+            owner = type(args[0]).__name__ if method and args else None
+            _refuse_call_form(function, args, kwargs, error, owner)
             raise
 
     checked.refuses_misfit_calls = True  # type: ignore[attr-defined]
     return checked  # type: ignore[return-value]
 
 
-def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: TypeError) -> None:
+def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: TypeError,
+                      owner: str | None = None) -> None:  # fmt: skip
     """Raise a :class:`~gradlab.errors.GradlabError` when ``args`` and ``kwargs`` do not fit
     ``function``'s signature (Python's ``TypeError`` names no keyword-only argument), naming
-    its keyword-only arguments; return when they fit (the ``TypeError`` came from inside)."""
+    its keyword-only arguments; return when they fit (the ``TypeError`` came from inside).
+    ``owner``: the class name of a method's object, shown in place of ``self``."""
     signature = inspect.signature(function)
     try:
         signature.bind(*args, **kwargs)
@@ -116,12 +123,15 @@ def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: Type
         by_name = (f"; {', '.join(named)} {'is' if len(named) == 1 else 'are'} keyword-only: "
                    f"pass {'it' if len(named) == 1 else 'them'} by name ({named[0]}=...)"
                    if named and overflow else "")  # fmt: skip
+        shown = list(signature.parameters.values())[1 if owner is not None else 0:]
         plain = signature.replace(
             parameters=[parameter.replace(annotation=inspect.Parameter.empty)
-                        for parameter in signature.parameters.values()],
+                        for parameter in shown],
             return_annotation=inspect.Signature.empty,
         )  # fmt: skip
-        raise CallFormError(f"{function.__name__}{plain}: {wrong}{by_name}") from error
+        name = function.__name__ if owner is None else (
+            owner if function.__name__ == "__init__" else f"{owner}.{function.__name__}")
+        raise CallFormError(f"{name}{plain}: {wrong}{by_name}") from error
 
 
 def autocast_on(device_type: str) -> bool:
