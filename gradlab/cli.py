@@ -179,8 +179,8 @@ def _build_parser(
         help="no progress output (default: bars on a terminal, one line per stage otherwise)",
     )  # fmt: skip
     audit_help = ("check the papers' printed equations by computation (SymPy, float64), one "
-                  "verdict per claim; the built-in papers' claims (audit a derivation of your "
-                  "own from Python: gradlab.symbolic.audit_claim)")
+                  "verdict per claim: the built-in papers' claims, or those of your own "
+                  "derivation with --claims FILE (from Python: gradlab.symbolic.audit_claim)")
     audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
         "--json", type=_file_path,
@@ -201,6 +201,12 @@ def _build_parser(
         "hold, where it holds for the claim's accepted form); records get mutant_results, "
         "mutants, mutant_operators, mutants_killed; the last "
         "line counts records short of 3 mutants from 2 operators without a stated reason",
+    )  # fmt: skip
+    audit.add_argument(
+        "--claims", type=_path, metavar="FILE",
+        help="audit your own claims instead of the built-in papers': a Python file that "
+        "defines CLAIMS, a list of gradlab.symbolic.Claim (it runs as a script does, with its "
+        "folder first on the import path, but not as __main__)",
     )  # fmt: skip
     audit.add_argument(
         "--measure", action="store_true",
@@ -828,6 +834,79 @@ AUDIT_DETAIL_HINT = ("Each verdict's method and detail (what it rests on: the wi
 """The line below ``gradlab audit``'s table when it writes no file: the table shows verdicts."""
 
 
+def check_claims_file(path: Path) -> None:
+    """Refuse ``--claims`` naming no file, before anything loads (SymPy takes seconds)."""
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "not there"
+        raise GradlabError(f"--claims must name a Python file that defines CLAIMS; got "
+                           f"{str(path)!r}, which is {what}")  # fmt: skip
+
+
+def claims_of_file(path: Path) -> list:
+    """The claims of ``gradlab audit --claims FILE``: the list named ``CLAIMS`` that the Python
+    file ``path`` defines, run as ``python FILE`` would run it (its folder first on
+    ``sys.path``) but under the name ``__gradlab_claims__``, so that a ``__main__`` block stays
+    out.
+
+    Raises:
+        GradlabError: ``path`` is not a file; running it raised (the error and the file's
+            line are named); it defines no ``CLAIMS``; ``CLAIMS`` is not a non-empty list or
+            tuple of :class:`gradlab.symbolic.claims.Claim`.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> file = Path(tempfile.mkdtemp()) / "my_claims.py"
+        >>> _ = file.write_text("from gradlab.symbolic import Claim, Form, decide\\n"
+        ...     "CLAIMS = [Claim('notes', 'eq1', '1 + 1 is 2', Form(2),"
+        ...     " lambda form: decide(form.value == 2, 'is 2', 'not 2'))]\\n")
+        >>> [claim.id for claim in claims_of_file(file)]
+        ['notes:eq1']
+    """
+    import runpy
+    import traceback
+
+    from gradlab.symbolic.claims import Claim
+
+    check_claims_file(path)
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        names = runpy.run_path(str(path), run_name="__gradlab_claims__")
+    except Exception as error:  # the user's code: its error and line, in one line
+        lines = [frame.lineno for frame in traceback.extract_tb(error.__traceback__)
+                 if Path(frame.filename).resolve() == path.resolve()]  # fmt: skip
+        if isinstance(error, SyntaxError) and error.lineno is not None:
+            lines.append(error.lineno)
+        where = f" at line {lines[-1]}" if lines else ""
+        raise GradlabError(f"--claims {str(path)!r}: running it raised "
+                           f"{type(error).__name__}{where}: {error}") from error  # fmt: skip
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
+    if "CLAIMS" not in names:
+        raise GradlabError(f"--claims {str(path)!r} defines no CLAIMS: name the list of your "
+                           "gradlab.symbolic.Claim objects CLAIMS")  # fmt: skip
+    claims = names["CLAIMS"]
+    if not isinstance(claims, (list, tuple)):
+        raise GradlabError(f"--claims {str(path)!r}: CLAIMS must be a list of "
+                           f"gradlab.symbolic.Claim; got {_shown(claims)}")  # fmt: skip
+    for index, claim in enumerate(claims):
+        if not isinstance(claim, Claim):
+            raise GradlabError(f"--claims {str(path)!r}: CLAIMS must be a list of "
+                               f"gradlab.symbolic.Claim; CLAIMS[{index}] is "
+                               f"{_shown(claim)}")  # fmt: skip
+    if not claims:
+        raise GradlabError(f"--claims {str(path)!r}: CLAIMS is empty; there is nothing to audit")
+    return list(claims)
+
+
+def _shown(value: object, width: int = 80) -> str:
+    """``value``'s type and repr, the repr cut to ``width`` characters."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= width else text[:width - 3] + '...'}"
+
+
 def _audit_json(path: Path) -> bool:
     records = _json_file(path)
     return isinstance(records, list) and all(
@@ -1114,6 +1193,13 @@ def _main(argv: list[str] | None) -> int:
                     arguments.markdown.resolve() if arguments.markdown is not None else None):
                 raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "
                                    "give each its own (one would overwrite the other)")
+            if arguments.claims is not None and arguments.measure:
+                raise GradlabError("--measure measures P against batch size for Brown et al.'s "
+                                   "built-in claim; with --claims FILE your claims are audited "
+                                   "alone: drop --measure (a measurement of your own goes into "
+                                   "your claim's check)")  # fmt: skip
+            if arguments.claims is not None:
+                check_claims_file(arguments.claims)
             from gradlab.progress import set_progress_mode
             from gradlab.symbolic.audit import (
                 PROBLEM_VERDICTS,
@@ -1131,8 +1217,9 @@ def _main(argv: list[str] | None) -> int:
                 from gradlab.experiments import p_vs_batch_size
 
                 measurement = p_vs_batch_size.measure(quick=True)
-            records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement,
-                                progress=True)  # fmt: skip
+            claims = None if arguments.claims is None else claims_of_file(arguments.claims)
+            records = run_audit(claims=claims, mutants=arguments.mutants,
+                                p_vs_batch_size=measurement, progress=True)  # fmt: skip
             print(format_table(records))
             wrong = sum(record["verdict"] in PROBLEM_VERDICTS for record in records)
             if wrong:  # as the README and the report count them
@@ -1141,8 +1228,10 @@ def _main(argv: list[str] | None) -> int:
                       f"show{'' if wrong > 1 else 's'} {problems} distinct "
                       f"problem{'s' if problems > 1 else ''} (claims that share one root cause "
                       "count once)")
-            # what each claim not testable here needs (and, with --measure, the context measured)
-            print(format_not_testable(records))
+            # what each claim not testable here needs (and, with --measure, the context measured);
+            # your own claims may have none
+            if any(record["verdict"] == "not-testable-here" for record in records):
+                print(format_not_testable(records))
             if arguments.json is None and arguments.markdown is None:
                 print(AUDIT_DETAIL_HINT)
             for option in ("json", "markdown"):  # a file written there meanwhile is kept too

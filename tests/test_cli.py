@@ -357,9 +357,8 @@ def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, mo
     code, _, _ = _run(["audit", *(["--measure"] if measure else [])], capsys)
     assert code == 0
     assert measured == ([{"quick": True}] if measure else [])
-    assert audited == [
-        {"mutants": False, "p_vs_batch_size": measurement if measure else None, "progress": True}
-    ]
+    assert audited == [{"claims": None, "mutants": False,
+                        "p_vs_batch_size": measurement if measure else None, "progress": True}]
 
 
 @pytest.mark.parametrize("measure", [False, True])
