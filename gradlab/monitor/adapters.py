@@ -179,6 +179,7 @@ class LossAdapter:
     :meth:`read`)."""
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
     _warned_diagonal: bool = field(default=False, init=False, repr=False, compare=False)
+    _warned_targets: bool = field(default=False, init=False, repr=False, compare=False)
     _cross_modal: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -410,10 +411,32 @@ class LossAdapter:
         """Refuse ``[B]`` labels of a user's score loss that are ``0..B-1`` shuffled: read as
         labels (a positive where two rows' labels match) every row's positive is its own
         column, while as ``cross_entropy`` targets each row's positive is the column its
-        target names. Checked at each call the Monitor reads (one host read of one flag):
-        a call whose labels repeat, or are ``0..B-1`` in order, reads alike either way."""
+        target names. Labels that could be targets otherwise (every value a column, ``0..B-1``,
+        some repeated) also read two ways, and are read as labels: the first such call warns
+        (``RuntimeWarning``). Only ``0..B-1`` in order reads alike either way (each row's own
+        column), and labels with a value outside ``0..B-1`` are no targets. Checked at each
+        call the Monitor reads, in one host read of two flags."""
         order = torch.arange(labels.shape[0], device=labels.device)
-        if (_permutation_flag(labels, order) & (labels != order).any()).item():  # one read
+        moved = (labels != order).any()
+        columns = ((labels >= 0) & (labels < labels.shape[0])).all()
+        shuffled, repeated = torch.stack(
+            (_permutation_flag(labels, order) & moved, columns & moved)).tolist()  # one read
+        if repeated and not shuffled and not self._warned_targets:
+            self._warned_targets = True
+            warnings.warn(
+                f"gradlab.Monitor: {self.name}'s [B] second argument holds values that are all "
+                "columns of the score matrix (0..B-1, some repeated), so it reads two ways: it "
+                "is read as labels (a positive where two rows' labels match); if it holds "
+                "cross_entropy targets (the column of each row's positive), the anatomy and P "
+                "describe another mask than your loss trains on: give the loss a [Q, C] bool "
+                "mask of the positives instead (positives = torch.nn.functional.one_hot("
+                "targets, C).bool(), its targets = positives.int().argmax(1) inside the loss), "
+                "and to say that they are labels, the mask labels[:, None] == labels[None, :]; "
+                "later calls are not warned about",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(),
+            )
+        if shuffled:
             raise GradlabError(
                 f"{self.name}'s [B] second argument holds 0..B-1 in another order, which reads "
                 "two ways: as labels (the Monitor's reading: a positive where two rows' labels "

@@ -484,7 +484,8 @@ def test_labels_of_a_users_score_loss_that_read_as_targets_too_are_refused(tmp_p
         monitor.step()
         watched(scores, targets.flip(0)).backward()  # shuffled again: not logged, no warning
         monitor.step()
-        watched(scores, torch.arange(8) // 2).backward()  # labels that repeat: logged
+        with pytest.warns(RuntimeWarning, match="reads two ways: it is read as labels"):
+            watched(scores, torch.arange(8) // 2).backward()  # labels that repeat: logged
         monitor.step()
     _, records = read_jsonl(tmp_path / "targets")
     assert [r["step"] for r in records] == [1, 3]  # each call decided on its own
@@ -505,6 +506,46 @@ def test_labels_of_a_users_score_loss_that_read_as_targets_too_are_refused(tmp_p
         assert torch.equal(mask, _same_label(labels))
     adapter = adapters.adapt(gradlab.NTXentLoss(0.1))  # gradlab's own: labels, its reading
     assert torch.equal(adapter.read([scores, targets], None, 0.1).positives, torch.eye(8) > 0)
+
+
+def test_labels_that_could_be_targets_with_repeats_are_read_as_labels_with_one_warning(
+    tmp_path
+):
+    # cross_entropy targets [0, 0, 2, 2, ...] were read as labels without a word (the shuffled
+    # 0..B-1 alone were named): the anatomy described another mask than the loss trained on
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(8, 8, generator=generator, requires_grad=True)
+    repeated = torch.tensor([0, 0, 2, 2, 4, 4, 6, 6])
+    with gradlab.Monitor(tmp_path / "repeats", every=1) as monitor:
+        watched = monitor.watch(_info_nce, inputs="scores")
+        with pytest.warns(RuntimeWarning) as caught:
+            watched(scores, repeated).backward()
+        monitor.step()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # once per watched loss
+            watched(scores, repeated.flip(0)).backward()
+            monitor.step()
+    _, records = read_jsonl(tmp_path / "repeats")
+    assert [r["step"] for r in records] == [0, 1]  # logged, as labels
+    (warning,) = [w for w in caught if "reads two ways" in str(w.message)]
+    assert str(warning.message).startswith(
+        "gradlab.Monitor: the watched loss _info_nce's [B] second argument holds values that "
+        "are all columns of the score matrix (0..B-1, some repeated), so it reads two ways: "
+        "it is read as labels")
+    assert warning.filename == __file__  # the line of the watched call
+    adapter = adapters.adapt(_info_nce, "scores")
+    with pytest.warns(RuntimeWarning, match="reads two ways"):
+        mask = adapter.read([scores, repeated], None, 0.1).positives
+    assert torch.equal(mask, _same_label(repeated))
+    # one reading only: 0..B-1 in order, a value that is no column, gradlab's own loss, a mask
+    unambiguous = [(_info_nce, torch.arange(8)), (_info_nce, repeated + 8),
+                   (_info_nce, repeated - 1), (gradlab.NTXentLoss(0.1), repeated),
+                   (_info_nce, _same_label(repeated))]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for loss_fn, second in unambiguous:
+            adapters.adapt(loss_fn, "scores" if loss_fn is _info_nce else None).read(
+                [scores, second], None, 0.1)  # fmt: skip
 
 
 def test_a_cross_modal_call_lists_gradient_agreement_as_not_logged(tmp_path):

@@ -84,7 +84,7 @@ def test_labels_wider_than_a_byte_and_unsigned_are_read_as_int64_labels(tmp_path
     # operations for them), so the Monitor reads them as int64 and logs the step all the same
     generator = torch.Generator().manual_seed(4)
     rows = torch.randn(8, 4, generator=generator)
-    labels = torch.arange(8) % 3
+    labels = torch.arange(8) % 3 + 8  # no column of the score matrix: labels, not targets
     logged = {}
     for dtype in (torch.int64, torch.uint32):
         with Monitor(tmp_path / str(dtype), preset="full", every=1) as monitor:
