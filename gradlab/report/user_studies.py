@@ -237,16 +237,19 @@ def _losses_text(results: dict) -> str:
 
 
 def _alike_text(results: dict) -> str:
-    """A note when every loss gave the very same retrieval, other than the untrained network's:
-    the losses were not told apart (see docs/your-data.md: batch normalization's running
-    statistics alone can move the network so in a few steps at a tiny lr)."""
+    """A note when every loss gave the very same retrieval: the losses were not told apart,
+    whether that retrieval is the untrained network's (nothing moved) or another (see
+    docs/your-data.md: batch normalization's running statistics alone can move the network so
+    in a few steps at a tiny lr)."""
     runs = list(results["losses"].values())
     if len(runs) < 2 or any(run["metrics"] != runs[0]["metrics"] for run in runs[1:]):
         return ""
-    if all(runs[0]["metrics"][m] == results["before"].get(m) for m in runs[0]["metrics"]):
-        return ""
     config = results["settings"]
     lr = f" at lr {config['lr']:g}" if "lr" in config else ""
+    if all(runs[0]["metrics"][m] == results["before"].get(m) for m in runs[0]["metrics"]):
+        return (f" Every loss gave the untrained network's retrieval in every seed: these "
+                f"{config['steps']} steps{lr} did not move it, so they did not tell the "
+                "losses apart; train longer or at a larger lr to compare the losses.")  # fmt: skip
     return (f" Every loss gave the same retrieval in every seed, other than the untrained "
             f"network's: these {config['steps']} steps{lr} did not tell the "
             "losses apart. Training runs in train mode, where a backbone's batch normalization "
