@@ -146,8 +146,9 @@ class RankingLoss(nn.Module):
     )
     masked_degenerate_message: ClassVar[str] = (
         "no query in this batch has both a positive and a negative: no row of positives holds "
-        "both a True and a False (where positives comes from labels: one item per class, or a "
-        "single class), so the loss has no ranking signal (0, with a zero gradient); check "
+        "both a True and a False (no candidates or no queries at all, or, where positives "
+        "comes from labels, one item per class or a single class), so the loss has no ranking "
+        "signal (0, with a zero gradient); check "
         "how positives is built, and the sampler it comes from. Warned once per loss instance; "
         "loss.degenerate_batches counts such batches."
     )

@@ -325,7 +325,7 @@ def test_the_losses_pages_blocks_run_as_pasted_and_say_what_they_compute(tmp_pat
 
 
 def test_the_your_data_pages_own_loss_example_runs_and_its_ap_is_the_rankings(capsys):
-    (example,) = _page_blocks("your-data.md", "## Your own score matrix and loss")
+    example, watched = _page_blocks("your-data.md", "## Your own score matrix and loss")
     namespace: dict = {}
     exec(compile(example, "docs/your-data.md", "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
@@ -336,6 +336,12 @@ def test_the_your_data_pages_own_loss_example_runs_and_its_ap_is_the_rankings(ca
     got = namespace["F"].tie_aware_ap(namespace["scores"].detach(), namespace["positives"])
     assert got.tolist() == pytest.approx(expected, abs=1e-12)
     assert namespace["anatomy"].active_negatives.tolist() == json.loads(printed[0])
+    # the page wrote watch(loss, ...) with loss the loss's value: watched as it now shows, the
+    # Monitor logs the mean of the counts the functional anatomy printed
+    exec(compile(watched, "docs/your-data.md", "exec"), namespace)
+    logged = capsys.readouterr().out.splitlines()[-1]
+    counts = json.loads(printed[0])
+    assert float(logged) == pytest.approx(sum(counts) / len(counts), abs=1e-12)
 
 
 def test_the_audit_pages_own_derivation_examples_run_and_decide(capsys):

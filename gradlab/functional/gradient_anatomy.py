@@ -169,7 +169,10 @@ def gradient_anatomy(
         value (no host synchronisation), so check ``torch.isfinite(score_grad).all()`` first
         where either is possible (the Monitor does, and logs NaN for such a step). A query
         with a NaN score among its candidates has no ranks (0) and NaN rank and hardness
-        statistics: a ranking with a NaN in it is undefined.
+        statistics: a ranking with a NaN in it is undefined. Negatives that tie in score are
+        ranked by column index, so the hardest-share and rank statistics of a query whose
+        negatives tie (half-precision scores, an untrained or collapsed model) depend on
+        which columns hold the gradient; the counts of active entries do not.
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different

@@ -111,8 +111,9 @@ def retrieval_at_scale(
 ) -> dict[str, float]:
     """Precision@1, R-Precision, MAP@R and Recall@K of a whole evaluation set, in chunks.
 
-    Musgrave et al., 2020, Sec. 3.2 (definitions in the module docstring). Neighbours are
-    computed once and every metric is read from them.
+    Musgrave et al., 2020, Sec. 3.2 (definitions in the module docstring). Neighbours are by
+    cosine similarity (the rows are normalised), computed once, and every metric is read from
+    them.
 
     Args:
         embeddings: ``[Q, d]`` float query embeddings.
