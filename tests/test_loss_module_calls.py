@@ -243,6 +243,23 @@ def test_a_users_subclass_refuses_a_misfit_call_and_keeps_its_own_type_errors():
         MyLoss()(torch.ones(2, 2), torch.eye(2, dtype=torch.bool))
     assert not isinstance(caught.value, GradlabError)
 
+    class Scaled(RankingLoss):  # its own constructor, and a forward taken from another loss
+        input_form = "scores"
+        forward = MyLoss.forward
+
+        def __init__(self, scale: float = 1.0) -> None:
+            super().__init__()
+            self.scale = scale
+
+    with pytest.raises(CallFormError, match=r"^Scaled\(scale=1.0\): got an unexpected "
+                       r"keyword argument 'scael'$"):
+        Scaled(scael=2.0)
+    with pytest.raises(CallFormError, match=r"^Scaled.forward\(scores, positives\): ") as caught:
+        Scaled()(torch.ones(2, 2), torch.eye(2, dtype=torch.bool), extra=1)
+    # said once: the forward MyLoss checks already is not checked again, so the error's cause
+    # is Python's own TypeError, not a second CallFormError in the traceback
+    assert type(caught.value.__cause__) is TypeError
+
 
 def test_a_users_subclass_validates_by_default_and_must_declare_a_known_form():
     class MyLoss(RankingLoss):
