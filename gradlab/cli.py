@@ -756,8 +756,8 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
                        "of two)")  # fmt: skip
     check.add_argument("--json", type=_file_path,
                        help="also write the result as JSON into this file (its folder must "
-                       "exist); an existing file is replaced only if it is an earlier gradlab "
-                       "check-equivalence --json output")  # fmt: skip
+                       "exist); an existing file is replaced only if it is empty or an earlier "
+                       "gradlab check-equivalence --json output")  # fmt: skip
 
 
 def _check_equivalence(arguments: argparse.Namespace) -> int:

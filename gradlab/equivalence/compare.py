@@ -434,6 +434,11 @@ def _several_class_sizes(batch_size: int | None) -> tuple[int, list[int]]:
     return batch_size, sizes
 
 
+LOSS_PRECISION = 1e-4
+"""Relative difference of two steps' losses below which a NOT EQUIVALENT verdict says they may
+compute one objective in two precisions (float32 scores differ from float64 by about 1e-8)."""
+
+
 def _loss_text(loss: float | None) -> str:
     """A step's loss as the table shows it: ``none returned`` for a step that returned none."""
     return "none returned" if loss is None else f"{loss:.6g}"
@@ -594,15 +599,36 @@ class EquivalenceResult:
                         "its queries were ranked against part of the candidates only (scores "
                         "within each process or chunk, none gathered)")  # fmt: skip
             if self._losses_differ():
+                apart = (abs(self.candidate_loss - self.reference_loss)
+                         / max(abs(self.reference_loss), 1e-300))  # fmt: skip
+                kind = ("the candidate computes another objective" if apart > LOSS_PRECISION
+                        else "another objective, or the same one in another precision (float32 "
+                        "scores, say)")  # fmt: skip
                 why += (f"; the losses differ too (reference {_loss_text(self.reference_loss)}, "
-                        f"candidate {_loss_text(self.candidate_loss)}): the candidate computes "
-                        "another objective")  # fmt: skip
+                        f"candidate {_loss_text(self.candidate_loss)}, relative difference "
+                        f"{apart:.1e}): {kind}")  # fmt: skip
             if self.cause:
                 why += f"; {self.cause}"
             lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ{why})")
         if self.unsplit:
             lines.append(f"note: {self.unsplit}")
+        not_finite = self._loss_not_finite()
+        if not_finite:
+            lines.append(f"note: {not_finite}")
         return "\n".join(lines)
+
+    def _loss_not_finite(self) -> str | None:
+        """What to say of a returned loss that is NaN or infinite: the verdict rests on the
+        gradients, but the loss a step returns is what a training loop logs."""
+        bad = [(name, loss) for name, loss in (("reference", self.reference_loss),
+                                                ("candidate", self.candidate_loss))
+               if loss is not None and not math.isfinite(loss)]  # fmt: skip
+        if not bad:
+            return None
+        said = " and ".join(f"the {name}'s loss is {loss}" for name, loss in bad)
+        return (f"{said}: the verdict compares the gradients only, but a step that returns "
+                f"{'such a loss' if len(bad) == 1 else 'such losses'} logs no number; check "
+                f"how {'it computes' if len(bad) == 1 else 'they compute'} the value it returns")
 
 
 _DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
@@ -683,9 +709,10 @@ def _batch_norm_cause(names: list[str], frozen: EquivalenceResult | None,
     which = (f"{'module' if len(names) == 1 else 'modules'} "
              f"{', '.join(repr(name) for name in names)}")  # fmt: skip
     said = (f"the model has BatchNorm in training mode ({which}): it normalises each forward's "
-            "rows by their own statistics, so a candidate that runs its forward in chunks or "
-            "processes normalises each by the chunk's or the process's, not the whole batch's "
-            "as the reference does")
+            "rows by their own statistics, and the reference runs two forwards, one of the "
+            "queries and one of the candidates, so a candidate that runs its forwards on other "
+            "rows (in chunks, in processes, or both sides in one forward) normalises by other "
+            "statistics")
     if frozen is None:
         return f"{said}; the steps could not run again with its running statistics: {refused}"
     if frozen.equivalent:

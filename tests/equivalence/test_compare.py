@@ -209,9 +209,11 @@ def test_the_losses_differing_too_is_said_with_both_values(problem):
     result = compare_gradients(FullBatch(loss), Accumulation(loss, 4), model, batch)
     apart = abs(result.reference_loss - result.candidate_loss)
     assert apart > result.atol + result.rtol * abs(result.reference_loss)
+    relative = apart / abs(result.reference_loss)
+    assert relative > 1e-4
     assert (f"; the losses differ too (reference {result.reference_loss:.6g}, candidate "
-            f"{result.candidate_loss:.6g}): the candidate computes another objective"
-            ) in str(result)  # fmt: skip
+            f"{result.candidate_loss:.6g}, relative difference {relative:.1e}): the candidate "
+            "computes another objective") in str(result)  # fmt: skip
     # the same loss, another gradient (one query's row scaled): the losses are not blamed
     row = compare_gradients(FullBatch(loss), ScaledQueryRow(loss, row=5), model, batch)
     assert not row.equivalent

@@ -71,7 +71,8 @@ def test_the_table_of_a_differing_result_line_by_line():
         "verdict: NOT EQUIVALENT (dL/dtheta, dL/dscores differ; the candidate never computed 8 "
         "of the reference's scores: its queries were ranked against part of the candidates "
         "only (scores within each process or chunk, none gathered); the losses differ too "
-        "(reference 1.25, candidate 0.875): the candidate computes another objective)",
+        "(reference 1.25, candidate 0.875, relative difference 3.0e-01): the candidate "
+        "computes another objective)",
     ]
 
 
@@ -376,7 +377,8 @@ def test_a_verdict_gives_every_reason_it_has_in_order():
         "in dL/dtheta: does it call backward?; the candidate never computed 8 of the "
         "reference's scores: its queries were ranked against part of the candidates only "
         "(scores within each process or chunk, none gathered); the losses differ too "
-        "(reference 1, candidate 3): the candidate computes another objective; its memory is "
+        "(reference 1, candidate 3, relative difference 2.0e+00): the candidate computes "
+        "another objective; its memory is "
         "written before the loss)"
     )
 
@@ -420,3 +422,52 @@ def test_the_note_on_classes_of_one_size_suggests_sizes_that_add_up_to_its_batch
         batch_size=batch_size,
     )  # fmt: skip
     assert str(result).endswith(suggested)
+
+
+def _agreeing_result(**losses) -> EquivalenceResult:
+    """One process, every recorded quantity agreeing; the losses as given."""
+    return EquivalenceResult(
+        reference="FullBatch()", candidate="Mine()", loss="", dtype="float64", world_size=1,
+        atol=1e-10, rtol=1e-10,
+        quantities=[QuantityComparison("dL/dtheta", max_abs=0.0, reference_max=2.0,
+                                       relative=0.0, scale=1.0)],
+        **losses,
+    )  # fmt: skip
+
+
+def test_a_loss_that_is_not_a_number_is_noted_under_either_verdict():
+    # a step that returned NaN with the right gradients was called EQUIVALENT without a word
+    lines = str(_agreeing_result(reference_loss=6.5, candidate_loss=math.nan)).split("\n")
+    assert lines[-2:] == [
+        "verdict: EQUIVALENT",
+        "note: the candidate's loss is nan: the verdict compares the gradients only, but a "
+        "step that returns such a loss logs no number; check how it computes the value it "
+        "returns",
+    ]
+    both = str(_agreeing_result(reference_loss=math.inf, candidate_loss=-math.inf))
+    assert both.endswith("note: the reference's loss is inf and the candidate's loss is -inf: "
+                         "the verdict compares the gradients only, but a step that returns such "
+                         "losses logs no number; check how they compute the value it returns")
+    differing = _differing_result()
+    differing.candidate_loss = math.nan
+    assert str(differing).endswith("note: the candidate's loss is nan: the verdict compares "
+                                   "the gradients only, but a step that returns such a loss "
+                                   "logs no number; check how it computes the value it returns")
+    for fine in (_agreeing_result(reference_loss=6.5, candidate_loss=6.5),
+                 _agreeing_result(reference_loss=None, candidate_loss=None)):
+        assert "note:" not in str(fine)
+
+
+@pytest.mark.parametrize(
+    ("candidate_loss", "said"),
+    [(6.2597 * (1 + 1e-8), "relative difference 1.0e-08): another objective, or the same one "
+      "in another precision (float32 scores, say))"),
+     (6.2597 * 1.5, "relative difference 5.0e-01): the candidate computes another objective)")],
+)  # fmt: skip
+def test_losses_apart_by_a_rounding_are_not_said_to_be_another_objective(candidate_loss, said):
+    # scores computed in float32 gave losses 1e-8 apart, printed alike (6.2597 and 6.2597),
+    # and the verdict said "the candidate computes another objective"
+    result = _differing_result()
+    result.reference_loss, result.candidate_loss = 6.2597, candidate_loss
+    assert result.atol + result.rtol * 6.2597 < abs(candidate_loss - 6.2597)
+    assert str(result).split("\n")[-1].endswith(said)
