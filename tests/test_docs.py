@@ -245,6 +245,22 @@ def test_every_link_of_the_readme_reaches_a_file_and_its_anchor(site):
     assert broken == []
 
 
+def test_the_getting_started_monitor_runs_as_pasted_and_logs_the_default_schedule(
+    tmp_path, monkeypatch
+):
+    # it used model, loader and optimizer without defining them: pasted, a NameError
+    (block,) = _page_blocks("getting-started.md", "## A first Monitor")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(block, "docs/getting-started.md", "exec"), namespace)
+    records = [json.loads(line) for line in
+               (tmp_path / "runs" / "exp1" / "metrics.jsonl").read_text().splitlines()]
+    last = len(namespace["loader"]) - 1
+    # the default schedule: steps 0-9, every 10th, and the last (added by close())
+    assert [r["step"] for r in records if "loss" in r] == [*range(10), *range(10, last, 10),
+                                                             last]  # fmt: skip
+
+
 def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
     from tests.reference.smooth_ap_loops import in_batch_smooth_ap
 

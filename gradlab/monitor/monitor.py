@@ -1482,7 +1482,7 @@ class Monitor:
                 record[key] = host[position] if trusted[level] else math.nan
         broken = [q.name for level in (1, 2) if not trusted[level] for q, _ in levels[level]]
         if broken:
-            self._report_not_finite(step, broken)
+            self._report_not_finite(step, broken, batch)
         else:  # finite inputs: a value that is not finite is the quantity's own
             own_bad = []
             for quantity, keys in (pair for level in levels for pair in level):
@@ -1495,16 +1495,24 @@ class Monitor:
         # The record's keys in the order the quantities computed them.
         return {name: record[name] for _, values in computed for name in values}
 
-    def _report_not_finite(self, step: int, names: list[str]) -> None:
-        """Count the quantities that logged NaN for non-finite input; warn at the first."""
+    def _report_not_finite(self, step: int, names: list[str], batch: BatchView) -> None:
+        """Count the quantities that logged NaN for non-finite input; warn at the first (with
+        a hint where the diagonal of a square score matrix alone is not finite: a batch
+        scored against itself, its own column masked, watched as ``inputs="scores"``)."""
         for name in names:
             self.not_finite[name] = self.not_finite.get(name, 0) + 1
         if not self._inputs_not_finite_warned:
             self._inputs_not_finite_warned = True
+            hint = ""
+            if _only_the_diagonal_not_finite(batch):  # one host read, at this warning alone
+                hint = ("; only the score matrix's diagonal is, the mask of each query's own "
+                        "column in a batch scored against itself: watched with "
+                        "inputs='in_batch_scores', that column is no candidate and its value "
+                        "is not read")  # fmt: skip
             warnings.warn(
                 f"gradlab.Monitor: step {step}: the embeddings or scores (or dL/dS) are not "
                 f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key "
-                "that reads them; "
+                f"that reads them{hint}; "
                 "later such steps are counted in monitor.not_finite without a warning",
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
@@ -1883,6 +1891,18 @@ class Monitor:
             issubclass(exc_type, SystemExit) and exc_value is not None
             and exc_value.code in (None, 0))  # fmt: skip
         self._close(log_last_step=finished, stacklevel=3, raised=not finished)
+
+
+def _only_the_diagonal_not_finite(batch: BatchView) -> bool:
+    """Whether ``batch`` holds a square score matrix watched with its own columns counted
+    (``inputs="scores"``) whose entries off the diagonal are finite and whose diagonal is not."""
+    scores = batch.embeddings
+    if not batch.on_scores or batch.query_column_excluded or scores.dim() != 2 \
+            or scores.shape[0] != scores.shape[1] or scores.shape[0] < 2:  # fmt: skip
+        return False
+    finite = torch.isfinite(scores)
+    finite.diagonal().logical_not_()  # True off the diagonal where finite, and on it where not
+    return bool(finite.all())
 
 
 def _versions(args: tuple, kwargs: dict) -> tuple[tuple[torch.Tensor, int], ...]:

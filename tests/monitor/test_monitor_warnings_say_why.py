@@ -462,3 +462,39 @@ def test_what_a_quantity_says_of_its_numbers_points_at_the_callers_step(tmp_path
     (told,) = [w for w in caught if "a fact the numbers hide" in str(w.message)]
     assert str(told.message) == "gradlab.Monitor: step 0: a fact the numbers hide"
     assert (told.filename, told.lineno) == (__file__, line)
+
+
+@pytest.mark.parametrize("also_off_the_diagonal", [False, True])
+def test_a_masked_diagonal_watched_as_scores_is_said_to_be_in_batch_scores(
+    tmp_path, also_off_the_diagonal
+):
+    # a batch scored against itself, its own column masked with -inf, watched with
+    # inputs="scores": every step logged NaN, and the warning did not name the fix
+    positives = torch.roll(torch.eye(6, dtype=torch.bool), 1, dims=1)  # view pairs
+
+    def info_nce(scores, positives):
+        return torch.nn.functional.cross_entropy(scores / 0.1, positives.int().argmax(1))
+
+    scores = torch.randn(6, 6, generator=torch.Generator().manual_seed(0))
+    scores.fill_diagonal_(-math.inf)
+    if also_off_the_diagonal:
+        scores[0, 1] = math.nan
+    with gradlab.Monitor(tmp_path / "run", every=1) as monitor:
+        watched = monitor.watch(info_nce, inputs="scores")
+        with pytest.warns(RuntimeWarning) as caught:
+            watched(scores.requires_grad_(), positives).backward()
+            monitor.step()
+    said = [str(w.message) for w in caught if "are not finite" in str(w.message)]
+    assert len(said) == 1
+    hint = ("only the score matrix's diagonal is, the mask of each query's own column in a "
+            "batch scored against itself: watched with inputs='in_batch_scores', that column "
+            "is no candidate and its value is not read")
+    assert (hint in said[0]) is not also_off_the_diagonal
+    if not also_off_the_diagonal:  # as said: watched so, the step logs numbers
+        with gradlab.Monitor(tmp_path / "in_batch", every=1) as monitor:
+            watched = monitor.watch(info_nce, inputs="in_batch_scores")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the scale of its scores, not cosines
+                watched(scores.detach().requires_grad_(), positives).backward()
+                record = monitor.step()
+        assert not monitor.not_finite and math.isfinite(record["p_without_query"])
