@@ -133,3 +133,40 @@ def test_the_gradient_overflow_refusal_names_the_scores_dtype_and_its_largest_va
         f"scores must keep the gradient within {dtype}'s largest value {largest} (dL/dS is "
         "computed in float32 and returned in the scores' dtype); it can reach 1e+05; pass "
         "float32")
+
+
+def test_a_checked_method_names_the_class_of_the_object_called_without_self():
+    from gradlab.errors import CallFormError
+    from gradlab.functional.precision import call_form_checked
+
+    class Base:
+        def __init__(self, width: float = 1.0) -> None:
+            self.width = width
+
+        def scale(self, x, *, factor=2.0):
+            return x * factor * self.width
+
+    Base.__init__ = call_form_checked(Base.__init__, method=True)
+    Base.scale = call_form_checked(Base.scale, method=True)
+
+    class Child(Base):  # inherits both: named by its own class
+        pass
+
+    assert Child(3.0).scale(1.0, factor=0.5) == 1.5  # a call that fits runs as before
+    with pytest.raises(CallFormError, match=r"^Child\.scale\(x, \*, factor=2\.0\): got an "
+                       r"unexpected keyword argument 'factr'$"):
+        Child().scale(1.0, factr=3.0)
+    with pytest.raises(CallFormError, match=r"^Child\(width=1\.0\): got an unexpected keyword "
+                       r"argument 'widht'$"):
+        Child(widht=2.0)
+    with pytest.raises(CallFormError, match=r"^Base\.scale\(x, \*, factor=2\.0\): too many "
+                       r"positional arguments; factor is keyword-only: pass it by name"):
+        Base().scale(1.0, 2.0)
+    assert Base.scale.refuses_misfit_calls is True  # what the loss base class looks for
+
+    def plain(x, *, factor=2.0):  # a function: no class named, even with a first argument
+        return x * factor
+
+    with pytest.raises(CallFormError, match=r"^plain\(x, \*, factor=2\.0\): got an unexpected "
+                       r"keyword argument 'factr'$"):
+        call_form_checked(plain)(Child(), factr=1.0)

@@ -528,10 +528,15 @@ def test_labels_that_could_be_targets_with_repeats_are_read_as_labels_with_one_w
     _, records = read_jsonl(tmp_path / "repeats")
     assert [r["step"] for r in records] == [0, 1]  # logged, as labels
     (warning,) = [w for w in caught if "reads two ways" in str(w.message)]
-    assert str(warning.message).startswith(
+    assert str(warning.message) == (
         "gradlab.Monitor: the watched loss _info_nce's [B] second argument holds values that "
         "are all columns of the score matrix (0..B-1, some repeated), so it reads two ways: "
-        "it is read as labels")
+        "it is read as labels (a positive where two rows' labels match); if it holds "
+        "cross_entropy targets (the column of each row's positive), the anatomy and P describe "
+        "another mask than your loss trains on: give the loss a [Q, C] bool mask of the "
+        "positives instead (positives = torch.nn.functional.one_hot(targets, C).bool(), its "
+        "targets = positives.int().argmax(1) inside the loss), and to say that they are "
+        "labels, the mask labels[:, None] == labels[None, :]; later calls are not warned about")
     assert warning.filename == __file__  # the line of the watched call
     adapter = adapters.adapt(_info_nce, "scores")
     with pytest.warns(RuntimeWarning, match="reads two ways"):
@@ -539,7 +544,8 @@ def test_labels_that_could_be_targets_with_repeats_are_read_as_labels_with_one_w
     assert torch.equal(mask, _same_label(repeated))
     # one reading only: 0..B-1 in order, a value that is no column, gradlab's own loss, a mask
     unambiguous = [(_info_nce, torch.arange(8)), (_info_nce, repeated + 8),
-                   (_info_nce, repeated - 1), (gradlab.NTXentLoss(0.1), repeated),
+                   (_info_nce, repeated - 1), (_info_nce, torch.tensor([0, 0, 2, 2, 4, 4, 8, 8])),
+                   (gradlab.NTXentLoss(0.1), repeated),
                    (_info_nce, _same_label(repeated))]  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("error")
