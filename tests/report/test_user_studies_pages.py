@@ -231,7 +231,7 @@ def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
     assert "(paired t-test over the seeds; one seed cannot show a trend; mean P " in text
     assert "(1 seed): no seed spread, no t-test)" in text
     text = p_vs_batch_size_markdown(_one_batch_size(), "figures/p.png")
-    assert "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes)." in text
+    assert "P at m = 8 alone: no trend (a trend needs P at two or more batch sizes).\n\n![" in text
     assert "m = 8 to m = 8" not in text and "Its parts" not in text  # none has a trend
 
 
@@ -900,6 +900,10 @@ MALFORMED = {
                       "runs.m = 8.SmoothAP.anatomy.steps (a list)"),
     "steps-no-list": ("gradient_anatomy.json", _anatomy_of(_steps({"first": 0, "last": 9})),
                       "runs.m = 8.SmoothAP.anatomy.steps (a list)"),
+    "steps-object-alone": ("gradient_anatomy.json",
+                           _anatomy_of(lambda anatomy: {"steps": {"first": 0, "last": 9}}),
+                           "runs.m = 8.SmoothAP.anatomy.steps (a list), runs.m = 8.SmoothAP."
+                           "anatomy's tables (an object per direction)"),  # steps is no table
     "no-direction": ("gradient_anatomy.json",
                      _anatomy_of(lambda anatomy: {"steps": anatomy["steps"]}),
                      "runs.m = 8.SmoothAP.anatomy's tables (an object per direction)"),
@@ -1209,3 +1213,46 @@ def test_a_study_run_with_amp_says_so_after_its_model(device, precision):
     for page in (loss_comparison_markdown(losses, "f.png"), anatomy_markdown(anatomy, "f.png"),
                  p_vs_batch_size_markdown(measurement, "f.png")):  # fmt: skip
         assert "autocast" not in page
+
+
+def test_a_render_of_another_study_names_every_file_it_holds_and_its_folder_quoted(tmp_path):
+    # the folder (with a space) and both files of a losses run, so that the command it gives
+    # renders what is there
+    folder = tmp_path / "my runs"
+    folder.mkdir()
+    for name in ("loss_comparison_m16.json", "loss_comparison_m8.json", "p_vs_batch_size.json"):
+        (folder / name).write_text("{}")
+    with pytest.raises(GradlabError) as refused:
+        load_study("anatomy", folder)
+    assert str(refused.value) == (
+        f"{str(folder)!r} holds no gradient_anatomy.json of a gradlab study; it holds "
+        "p_vs_batch_size.json: render it with gradlab study p-vs-batch-size --render --out "
+        f"'{folder}'; it holds loss_comparison_m16.json, loss_comparison_m8.json: render it "
+        f"with gradlab study losses --render --out '{folder}'")
+
+
+def test_an_amp_run_without_its_device_recorded_is_said_to_have_run_on_the_cpu():
+    # a JSON written before the device was recorded: the study's default device
+    losses = _losses(8)
+    losses["settings"].update(amp=True)
+    losses["settings"].pop("device", None)
+    assert ("The backbone ran under torch.autocast in bfloat16 (--amp on cpu); the losses and "
+            "measurements took its embeddings in float32.") in loss_comparison_markdown(
+        losses, "f.png")  # fmt: skip
+
+
+def test_a_saved_p_study_of_two_batch_sizes_quotes_its_first_and_last_mean(tmp_path):
+    two = _p([row[:2] for row in RISING])
+    two["batch_sizes"] = [8, 16]
+    for key, rows in two["settings"]["trained_at_m"].items():
+        if isinstance(rows, list) and rows and isinstance(rows[0], list):
+            two["settings"]["trained_at_m"][key] = [row[:2] for row in rows]
+    two["settings"]["trained_at_m"]["steps"] = [5, 3]
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "p_vs_batch_size.json").write_text(json.dumps(two))
+    (run,) = check_study_folders([folder])
+    results, _ = study_report_section(run, tmp_path / "report", 1)
+    (finding,) = study_findings(results)
+    first, last = _cell([row[0] for row in RISING]), _cell([row[1] for row in RISING])
+    assert f"mean P {first} to {last})." in finding.text
