@@ -701,6 +701,42 @@ def _with_frozen_batch_norms(model: nn.Module) -> nn.Module:
     return frozen
 
 
+def _dropouts_in_training(model: nn.Module) -> list[str]:
+    """The names of ``model``'s dropout modules in training mode that drop something
+    (``p > 0``): each forward draws its masks from the random state."""
+    return [name or type(module).__name__ for name, module in model.named_modules()
+            if isinstance(module, _DROPOUT) and module.training and module.p > 0]  # fmt: skip
+
+
+def _without_dropout(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose dropout modules are in eval mode (they drop nothing), the
+    rest in its own modes."""
+    quiet = copy.deepcopy(model)
+    for module in quiet.modules():
+        if isinstance(module, _DROPOUT):
+            module.eval()
+    return quiet
+
+
+def _dropout_cause(names: list[str], quiet: EquivalenceResult | None, refused: str = "") -> str:
+    """What dropout in training mode does to a candidate that differs, told by the same
+    comparison with those modules in eval mode (``quiet``; None: ``refused`` says why it could
+    not run)."""
+    which = (f"{'module' if len(names) == 1 else 'modules'} "
+             f"{', '.join(repr(name) for name in names)}")  # fmt: skip
+    said = (f"the model has dropout in training mode ({which}): both steps start from the same "
+            "random state, so a candidate that runs a forward again (a gradient cache's "
+            "second pass) draws other masks unless it replays the random state of the first "
+            "(torch.get_rng_state before it, torch.set_rng_state before the second)")
+    if quiet is None:
+        return f"{said}; the steps could not run again without dropout: {refused}"
+    if quiet.equivalent:
+        return (f"{said}; with dropout in eval mode the two steps are EQUIVALENT: the masks are "
+                "the whole difference")
+    return (f"{said}; with dropout in eval mode they still differ "
+            f"({', '.join(quiet.differing)}): the trick differs beyond dropout")
+
+
 def _batch_norm_cause(names: list[str], frozen: EquivalenceResult | None,
                       refused: str = "") -> str:
     """What BatchNorm in training mode does to a candidate that differs, told by the same
@@ -845,4 +881,12 @@ def compare_gradients(
             result.cause = _batch_norm_cause(norms, None, f"{error}")
         else:
             result.cause = _batch_norm_cause(norms, frozen)
+    elif not result.equivalent and (drops := _dropouts_in_training(model)):
+        # in one process (more refuse dropout): the masks, told by the steps without them
+        try:
+            quiet = compared(_without_dropout(model))
+        except GradlabError as error:
+            result.cause = _dropout_cause(drops, None, f"{error}")
+        else:
+            result.cause = _dropout_cause(drops, quiet)
     return result
