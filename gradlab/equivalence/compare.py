@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -875,18 +876,20 @@ def compare_gradients(
         result.cause = cause
     elif not result.equivalent and (norms := _batch_norms_in_training(model)):
         # the model's rows, not the trick: told by the same steps with the statistics frozen
-        try:
-            frozen = compared(_with_frozen_batch_norms(model))
-        except GradlabError as error:
-            result.cause = _batch_norm_cause(norms, None, f"{error}")
-        else:
-            result.cause = _batch_norm_cause(norms, frozen)
+        result.cause = _told_apart(compared, _with_frozen_batch_norms(model), norms,
+                                   _batch_norm_cause)  # fmt: skip
     elif not result.equivalent and (drops := _dropouts_in_training(model)):
         # in one process (more refuse dropout): the masks, told by the steps without them
-        try:
-            quiet = compared(_without_dropout(model))
-        except GradlabError as error:
-            result.cause = _dropout_cause(drops, None, f"{error}")
-        else:
-            result.cause = _dropout_cause(drops, quiet)
+        result.cause = _told_apart(compared, _without_dropout(model), drops, _dropout_cause)
     return result
+
+
+def _told_apart(compared: Callable, variant: nn.Module, names: list[str],
+                cause: Callable) -> str:  # fmt: skip
+    """``cause(names, result)`` of the same comparison on ``variant`` (the model with its
+    BatchNorm frozen, or its dropout off), or ``cause(names, None, why)`` where it fails."""
+    try:
+        other = compared(variant)
+    except GradlabError as error:
+        return cause(names, None, f"{error}")
+    return cause(names, other)
