@@ -125,6 +125,8 @@ class RankingLoss(nn.Module):
             ride on one host read per call; ``False`` skips them (see each loss for what is
             then read back, if anything).
         degenerate_batches: how many batches without ranking signal this instance has seen.
+            A plain attribute, not in ``state_dict()``: a run resumed from a checkpoint
+            counts from 0 unless it restores the count itself.
 
     Example:
         >>> from gradlab import BlackboxAPLoss, FAPPYLoss, FastAPLoss, MaxViolationTripletLoss

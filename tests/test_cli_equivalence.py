@@ -179,7 +179,8 @@ NOTE = ("note: every class of this batch holds 2 items, so losses that weigh a q
         "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
         "it; for a loss that takes several positives per query, compare on classes of several "
         "sizes too, adding up to the batch size: on the command line gradlab check-equivalence "
-        "... --class-sizes 2,3,4,7, in Python synthetic_problem(16, class_sizes=[2, 3, 4, 7])")
+        "... --class-sizes 2,3,4,7, in Python synthetic_problem(16, class_sizes=[2, 3, 4, 7]), "
+        "or on a batch of your own, labels in classes of several sizes")
 
 
 def test_the_note_on_classes_of_one_size_names_an_option_the_command_has(tmp_path, capsys):

@@ -587,7 +587,8 @@ class EquivalenceResult:
                     "several positives per query, compare on classes of several sizes too, "
                     "adding up to the batch size: on the command line gradlab "
                     f"check-equivalence ... {batch}--class-sizes {','.join(map(str, sizes))}, "
-                    f"in Python synthetic_problem({total}, class_sizes={sizes})"
+                    f"in Python synthetic_problem({total}, class_sizes={sizes}), or on a "
+                    "batch of your own, labels in classes of several sizes"
                 )
         else:
             untouched = [q.name for q in self.quantities

@@ -421,7 +421,8 @@ def test_the_note_on_classes_of_one_size_suggests_sizes_that_add_up_to_its_batch
         quantities=[*agreeing, QuantityComparison("scores", recorded=False)], class_size=1,
         batch_size=batch_size,
     )  # fmt: skip
-    assert str(result).endswith(suggested)
+    assert str(result).endswith(suggested + ", or on a batch of your own, labels in classes of "
+                                "several sizes")
 
 
 def _agreeing_result(**losses) -> EquivalenceResult:
