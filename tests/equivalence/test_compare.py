@@ -287,7 +287,8 @@ def test_the_table_and_the_dict_say_what_differs(problem):
         "it; for a loss that takes several positives per query, compare on classes of "
         "several sizes too, adding up to the batch size: on the command line gradlab "
         "check-equivalence ... --class-sizes 2,3,4,7, in Python "
-        "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"]
+        "synthetic_problem(16, class_sizes=[2, 3, 4, 7]), or on a batch of your own, labels "
+        "in classes of several sizes"]
 
 
 def _mean_over_positive_pairs(scores, positives, temperature=0.1):
@@ -320,7 +321,8 @@ def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fa
         "it; for a loss that takes several positives per query, compare on classes of "
         "several sizes too, adding up to the batch size: on the command line gradlab "
         "check-equivalence ... --class-sizes 2,3,4,7, in Python "
-        "synthetic_problem(16, class_sizes=[2, 3, 4, 7])"]
+        "synthetic_problem(16, class_sizes=[2, 3, 4, 7]), or on a batch of your own, labels "
+        "in classes of several sizes"]
 
 
 def test_a_factor_is_reported_as_a_scale(problem):
