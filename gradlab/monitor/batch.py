@@ -413,6 +413,53 @@ class BatchView:
             self.parameter_grads[key] = (grad / divisor.to(grad.device)).to(grad.dtype)
         self.loss_scale = None  # once
 
+    def tensor_versions(self) -> list[tuple[str, torch.Tensor, int]]:
+        """``(name, tensor, version counter)`` of every tensor the step's quantities share
+        that keeps a version counter: the fields, the properties computed once (``scores``)
+        and the step's cache, a tuple's or a record's tensors one level down, but not those
+        made under ``torch.inference_mode`` (where the quantities compute), which keep none.
+        Read before a quantity of the user's runs, so that :meth:`changed_in_place` can name
+        what it changed (no value is read).
+
+        Example:
+            >>> view = BatchView(torch.ones(2, 2), labels=torch.arange(2))
+            >>> [name for name, _, _ in view.tensor_versions()]
+            ['embeddings', 'labels']
+        """
+        found: list[tuple[str, torch.Tensor, int]] = []
+        seen: set[int] = set()
+
+        def add(name: str, value: object) -> None:
+            # a tensor made under inference_mode (the step's own) keeps no version counter
+            if isinstance(value, torch.Tensor) and id(value) not in seen \
+                    and not value.is_inference():  # fmt: skip
+                seen.add(id(value))
+                found.append((name, value, value._version))
+
+        for name, value in vars(self).items():  # the fields, then the cached properties
+            if not name.startswith("_"):  # a watched score matrix is held as the embeddings
+                add("scores" if name == "embeddings" and self.on_scores else name, value)
+        for key, value in self._cache.items():
+            add(str(key), value)
+            parts = (value if isinstance(value, (tuple, list)) else
+                     vars(value).values() if hasattr(value, "__dict__") else ())  # fmt: skip
+            for part in parts:
+                add(str(key), part)
+        return found
+
+    def changed_in_place(self, versions: list[tuple[str, torch.Tensor, int]]) -> list[str]:
+        """The names of :meth:`tensor_versions`' tensors changed in place since it was read.
+
+        Example:
+            >>> view = BatchView(torch.ones(2, 2), labels=torch.arange(2))
+            >>> before = view.tensor_versions()
+            >>> _ = view.embeddings.mul_(2.0)
+            >>> view.changed_in_place(before)
+            ['embeddings']
+        """
+        return list(dict.fromkeys(name for name, tensor, version in versions
+                                  if tensor._version != version))  # fmt: skip
+
     def changed_since_call(self) -> list[str]:
         """What of :attr:`read_at_call` was changed in place since the watched call (read from
         version counters: no value is read).

@@ -1393,17 +1393,28 @@ class Monitor:
         # No value is read back while computing (skip_value_checks); the stacked scalars cross
         # to the host once, in _transfer.
         device = batch.embeddings.device
+        # gradlab's quantities first: one of yours that changes a shared tensor in place (it
+        # is named below) cannot change what theirs read; the record keeps the order of due
+        rank = {id(quantity): index for index, quantity in enumerate(due)}
         with torch.inference_mode():
             with skip_value_checks():
-                for quantity in due:
+                for quantity in sorted(due, key=lambda q: not ships_with_gradlab(q)):
                     if "embedding_grad" in quantity.needs and batch.embedding_grad is None:
                         continue  # no gradient reached the embeddings: warned of above
+                    own = ships_with_gradlab(quantity)
+                    before = None if own else batch.tensor_versions()
                     try:
                         values = quantity.compute(batch)
+                        if before is not None and (changed := batch.changed_in_place(before)):
+                            raise GradlabError(
+                                f"its compute() changed the step's {' and '.join(changed)} in "
+                                "place, which the quantities computed after it read; compute "
+                                "from a copy (x.clone()) or out of place (x / 2, not "
+                                "x.div_(2))")  # fmt: skip
                     except Exception as error:
                         self._fail(quantity, error, "compute()", step)
                         continue
-                    if ships_with_gradlab(quantity):  # its own tests hold it to its keys
+                    if own:  # its own tests hold it to its keys
                         computed.append((quantity, values))
                         continue
                     try:  # what it returned against what it declares
@@ -1412,6 +1423,7 @@ class Monitor:
                         if self.strict:
                             raise
                         self._disable(quantity, error, returned=True, step=step)
+            computed.sort(key=lambda pair: rank[id(pair[0])])
             if not is_rank_zero():
                 return None
             record: dict = {"step": step}
@@ -1486,8 +1498,10 @@ class Monitor:
         else:  # finite inputs: a value that is not finite is the quantity's own
             own_bad = []
             for quantity, keys in (pair for level in levels for pair in level):
-                bad = [key for key in keys if quantity.warns_if_not_finite
-                       and not math.isfinite(record[key])]  # fmt: skip
+                warns = quantity.warns_if_not_finite  # None: yours warn, gradlab's do not
+                if warns is None:
+                    warns = not ships_with_gradlab(quantity)
+                bad = [key for key in keys if warns and not math.isfinite(record[key])]
                 if bad:
                     own_bad.append((quantity, bad[0], record[bad[0]]))
             if own_bad:
@@ -1897,8 +1911,7 @@ def _only_the_diagonal_not_finite(batch: BatchView) -> bool:
     """Whether ``batch`` holds a square score matrix watched with its own columns counted
     (``inputs="scores"``) whose entries off the diagonal are finite and whose diagonal is not."""
     scores = batch.embeddings
-    if not batch.on_scores or batch.query_column_excluded or scores.dim() != 2 \
-            or scores.shape[0] != scores.shape[1] or scores.shape[0] < 2:  # fmt: skip
+    if not batch.on_scores or batch.query_column_excluded or scores.shape[0] != scores.shape[1]:
         return False
     finite = torch.isfinite(scores)
     finite.diagonal().logical_not_()  # True off the diagonal where finite, and on it where not

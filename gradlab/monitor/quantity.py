@@ -210,7 +210,10 @@ class Quantity:
             would log other steps than it says.
         warns_if_not_finite: the Monitor counts (in ``not_finite``) each step on which one of
             its values is NaN or infinite while the inputs are finite, and warns at the first:
-            a value the training itself broke (the loss), logged as it is.
+            a value the training itself broke (the loss), logged as it is. ``None`` (the
+            default): on for a quantity of your own (a NaN there is most often a bug of its
+            ``compute``), off for gradlab's, which say so themselves; set ``False`` for one of
+            yours whose NaN means something (no positive in the batch).
         reads_empty_batches: :meth:`compute` is defined on a batch without rows (a loss
             called on an empty batch, as a last short batch of a sampler can be); the others
             skip such a step (and compute again at the next).
@@ -234,7 +237,7 @@ class Quantity:
     optional_needs: frozenset[str] = frozenset()
     keys: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
-    warns_if_not_finite: bool = False
+    warns_if_not_finite: bool | None = None
     reads_empty_batches: bool = False
     input_free_keys: frozenset[str] = frozenset()
     reads_tau: bool = False

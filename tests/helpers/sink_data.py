@@ -23,6 +23,7 @@ class FixedTable(Quantity):
 
     name = "fixed_table"
     keys = tuple(TABLE[0])
+    warns_if_not_finite = False  # its NaN and infinities are what the sinks must carry
 
     def __init__(self, schedule=None):
         super().__init__(schedule)

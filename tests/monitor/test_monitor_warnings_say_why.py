@@ -339,6 +339,19 @@ def test_a_logged_batch_without_ranking_signal_is_said_once_for_a_loss_that_does
     assert _runtime_warnings(caught) == []  # the loss's DegenerateBatchWarning says it
 
 
+def _two_steps(tmp_path, quantity):
+    """Two logged steps of SmoothAP with ``Loss`` and ``quantity``: the Monitor and the
+    warnings recorded."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Loss(), quantity]) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for step in range(2):
+                loss_fn(_embeddings(step), LABELS).backward()
+                monitor.step()
+    return monitor, caught
+
+
 def test_a_non_finite_value_of_a_quantity_of_yours_points_at_its_compute(tmp_path):
     # its NaN was said to come from "a division by 0, in the loss?", and named by the
     # quantity, not by its key
@@ -352,18 +365,35 @@ def test_a_non_finite_value_of_a_quantity_of_yours_points_at_its_compute(tmp_pat
             zero = batch.embeddings.new_zeros(())
             return {"spread_ratio": zero / zero}  # 0 / 0: a bug of its own
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with gradlab.Monitor(tmp_path, quantities=[Loss(), Spread()]) as monitor:
-            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-            for step in range(2):
-                loss_fn(_embeddings(step), LABELS).backward()
-                monitor.step()
+    _, caught = _two_steps(tmp_path, Spread())
     assert _runtime_warnings(caught) == [
         "gradlab.Monitor: step 0: spread_ratio (of spread) is nan while the embeddings and "
         "scores are finite: it is logged as it is (a log or a square root of 0, or a division "
         "by 0, in the compute() of spread?); later such steps are counted in "
         "monitor.not_finite['spread'] without a warning"]
+
+
+@pytest.mark.parametrize("declared", [None, False])
+def test_a_quantity_of_yours_warns_of_its_nan_unless_it_says_a_nan_means_something(
+    tmp_path, declared
+):
+    # warns_if_not_finite defaulted to False: a NaN of one's own compute was logged every
+    # step without a word, where setting it True gave the warning above
+    class Ratio(gradlab.monitor.Quantity):
+        name = "ratio"
+        needs = frozenset({"embeddings"})
+        keys = ("ratio_value",)
+
+        def compute(self, batch):
+            zero = batch.embeddings.new_zeros(())
+            return {"ratio_value": zero / zero}
+
+    if declared is not None:
+        Ratio.warns_if_not_finite = declared
+    monitor, caught = _two_steps(tmp_path, Ratio())
+    said = [w for w in _runtime_warnings(caught) if "ratio_value" in w]
+    assert len(said) == (1 if declared is None else 0)
+    assert monitor.not_finite == ({"ratio": 2} if declared is None else {})
 
 
 class _ZeroOverZero(gradlab.monitor.Quantity):
@@ -486,6 +516,8 @@ def test_a_masked_diagonal_watched_as_scores_is_said_to_be_in_batch_scores(
             monitor.step()
     said = [str(w.message) for w in caught if "are not finite" in str(w.message)]
     assert len(said) == 1
+    # at the line that called monitor.step()
+    assert [w.filename for w in caught if "are not finite" in str(w.message)] == [__file__]
     hint = ("only the score matrix's diagonal is, the mask of each query's own column in a "
             "batch scored against itself: watched with inputs='in_batch_scores', that column "
             "is no candidate and its value is not read")
@@ -498,3 +530,31 @@ def test_a_masked_diagonal_watched_as_scores_is_said_to_be_in_batch_scores(
                 watched(scores.detach().requires_grad_(), positives).backward()
                 record = monitor.step()
         assert not monitor.not_finite and math.isfinite(record["p_without_query"])
+
+
+@pytest.mark.parametrize("case", ["rectangular scores", "square embeddings"])
+def test_a_not_finite_diagonal_that_is_no_batch_against_itself_gets_no_such_hint(
+    tmp_path, case
+):
+    # queries against other candidates, or [B, B] embeddings: their (i, i) entries are no
+    # query's own column, and in_batch_scores would not fit them
+    generator = torch.Generator().manual_seed(0)
+    if case == "rectangular scores":
+        first = torch.randn(4, 6, generator=generator)
+        second = torch.zeros(4, 6, dtype=torch.bool)
+        second[:, 5] = True
+        loss_fn = gradlab.NTXentLoss(0.1, validate=False)
+    else:
+        first = torch.randn(8, 8, generator=generator)
+        second = torch.arange(4).repeat_interleave(2)
+        loss_fn = gradlab.SmoothAPLoss(0.1, validate=False)
+    first.diagonal().fill_(math.nan)
+    with gradlab.Monitor(tmp_path / "run", every=1) as monitor:
+        watched = monitor.watch(loss_fn, inputs="embeddings" if case != "rectangular scores"
+                                else None)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watched(first.requires_grad_(), second).backward()
+            monitor.step()
+    said = [str(w.message) for w in caught if "are not finite" in str(w.message)]
+    assert len(said) == 1 and "in_batch_scores" not in said[0]

@@ -743,3 +743,77 @@ def test_every_family_of_gradlab_s_quantities_says_what_to_read_from_it():
     for plot in families:
         assert isinstance(plot.reading, str) and plot.reading.endswith("."), plot.family
         assert len(plot.reading.split()) >= 8, plot.family  # a sentence, not a label
+
+
+class _InPlace(Quantity):
+    """A quantity of one's own that changes a shared tensor in place (a typo for ``/``)."""
+
+    name = "in_place"
+    keys = ("in_place_mean",)
+    plots = (Plot("in_place", "In place", "value", (("in_place_mean", "mean"),)),)
+
+    def __init__(self, schedule, need: str) -> None:
+        super().__init__(schedule)
+        self.needs = frozenset({need})
+        self.need = need
+
+    def compute(self, batch):
+        return {"in_place_mean": getattr(batch, self.need).mul_(0.5).mean()}
+
+
+@pytest.mark.parametrize(("need", "loss", "said"), [
+    ("embeddings", "embeddings", "embeddings"),
+    ("scores", "scores", "scores"),  # a watched score matrix, named as the user knows it
+])  # fmt: skip
+def test_a_quantity_that_changes_a_shared_tensor_in_place_is_named_and_never_reaches_gradlabs(
+    tmp_path, need, loss, said
+):
+    # halving batch.scores in place halved the margins logged after it, without a word
+    generator = torch.Generator().manual_seed(0)
+    if loss == "embeddings":
+        loss_fn, first = gradlab.SmoothAPLoss(0.01), torch.randn(16, 8, generator=generator)
+        second = torch.arange(4).repeat_interleave(4)
+    else:
+        loss_fn, first = gradlab.NTXentLoss(0.1), torch.randn(6, 6, generator=generator)
+        second = torch.eye(6, dtype=torch.bool)
+    records = {}
+    for name, own in (("alone", []), ("mine first", [_InPlace(every(1), need)])):
+        with Monitor(tmp_path / name.replace(" ", "_"),
+                     quantities=[*own, gradlab.monitor.Margins(every(1))]) as monitor:
+            watched = monitor.watch(loss_fn)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                watched(first.clone().requires_grad_(), second).backward()
+                records[name] = monitor.step()
+        said_here = [str(w.message) for w in caught if "in place" in str(w.message)]
+        if own:
+            assert said_here == [
+                f"gradlab.Monitor: step 0: quantity 'in_place' is disabled, refused in "
+                f"compute(): its compute() changed the step's {said} in place, which the "
+                "quantities computed after it read; compute from a copy (x.clone()) or out of "
+                "place (x / 2, not x.div_(2)) (strict=True raises instead)"]
+            assert set(monitor.disabled) == {"in_place"} and "in_place_mean" not in records[name]
+    margins = [key for key in records["alone"] if key.startswith("margin_")]
+    assert margins and all(records["mine first"][key] == records["alone"][key] for key in margins)
+    # the record's order kept, with the note of the quantity disabled
+    assert list(records["mine first"]) == [*records["alone"], "disabled"]
+
+
+def test_a_quantity_of_ones_own_listed_first_keeps_its_place_in_the_record(tmp_path):
+    # gradlab's quantities compute first; the record still follows the order given
+    class Mean(Quantity):
+        name = "score_mean"
+        keys = ("score_mean",)
+        needs = frozenset({"scores"})
+        plots = (Plot("score_mean", "Mean score", "score", (("score_mean", "mean"),)),)
+
+        def compute(self, batch):
+            return {"score_mean": batch.scores.mean()}
+
+    scores = torch.randn(6, 6, generator=torch.Generator().manual_seed(1))
+    with Monitor(tmp_path / "run", quantities=[Mean(every(1)), Loss(every(1))]) as monitor:
+        watched = monitor.watch(gradlab.NTXentLoss(0.1))
+        watched(scores.clone().requires_grad_(), torch.eye(6, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert list(record) == ["step", "score_mean", "loss"]
+    assert record["score_mean"] == pytest.approx(float(scores.double().mean()), abs=1e-6)
