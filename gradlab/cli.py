@@ -1229,8 +1229,8 @@ def _main(argv: list[str] | None) -> int:
                       f"problem{'s' if problems > 1 else ''} (claims that share one root cause "
                       "count once)")
             # what each claim not testable here needs (and, with --measure, the context measured);
-            # your own claims may have none
-            if any(record["verdict"] == "not-testable-here" for record in records):
+            # your own claims (--claims) may have none
+            if claims is None or any(r["verdict"] == "not-testable-here" for r in records):
                 print(format_not_testable(records))
             if arguments.json is None and arguments.markdown is None:
                 print(AUDIT_DETAIL_HINT)

@@ -68,8 +68,8 @@ HELP = {
         "--no-progress": ("no progress output", "one line per stage otherwise)"),
     }),
     "audit": ("check the papers' printed equations by computation (SymPy, float64), one "
-              "verdict per claim; the built-in papers' claims (audit a derivation of your own "
-              "from Python: gradlab.symbolic.audit_claim)", {
+              "verdict per claim: the built-in papers' claims, or those of your own derivation "
+              "with --claims FILE (from Python: gradlab.symbolic.audit_claim)", {
         "--json": ("write the records as JSON into this file", "none is created); an existing "
                    "file is replaced only if it is empty or an earlier gradlab audit --json "
                    "output"),
@@ -78,6 +78,8 @@ HELP = {
                        "audit --markdown output"),
         "--mutants": ("also check mutants of each claim's accepted form",
                       "from 2 operators without a stated reason"),
+        "--claims": ("audit your own claims instead of the built-in papers'",
+                     "but not as __main__)"),
         "--measure": ("also measure P against batch size", "(default: off)"),
         "--no-progress": ("no progress output", "one line per paper otherwise)"),
     }),
@@ -137,8 +139,8 @@ HELP = {
         "--class-sizes": ("the items of each class, comma-separated, adding up to --batch-size",
                           "(default: classes of two)"),
         "--json": ("also write the result as JSON into this file", "(its folder must exist); "
-                   "an existing file is replaced only if it is an earlier gradlab "
-                   "check-equivalence --json output"),
+                   "an existing file is replaced only if it is empty or an earlier "
+                   "gradlab check-equivalence --json output"),
     }),
 }  # fmt: skip
 
@@ -496,7 +498,7 @@ def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeyp
     argv = ["audit", "--mutants", "--json", str(target), "--markdown", str(markdown)]
     code, out, err = _run(argv, capsys)
     assert (code, out, err) == (0, "the table\napart\n", "")
-    options = {"mutants": True, "p_vs_batch_size": None, "progress": True}
+    options = {"claims": None, "mutants": True, "p_vs_batch_size": None, "progress": True}
     assert calls == [options, (records, target, markdown)]
 
 
@@ -1667,8 +1669,8 @@ def _usage(command):
     return {
         "report": "[-h] [--out OUT] [--quick] [--only SECTION] [--device DEVICE] "
                   "[--studies DIR [DIR ...]] [--workers N] [--no-progress]",
-        "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure] "
-                 "[--no-progress]",
+        "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--claims FILE] "
+                 "[--measure] [--no-progress]",
         "plot": "[-h] [--out OUT] [--label NAME] [--max-points N] RUN_DIR [RUN_DIR ...]",
         "study": "[-h] [--data DATA] [--split SPLIT] [--list-file LIST_FILE] "
                  "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "
