@@ -659,8 +659,7 @@ def _forward_draws(model: nn.Module, batch: PairedBatch) -> bool:
 
 def _refuse_dropout(model: nn.Module, batch: PairedBatch, world_size: int) -> None:
     """Several processes cannot draw the whole batch's dropout masks: refuse the check."""
-    active = [name for name, module in model.named_modules()
-              if isinstance(module, _DROPOUT) and module.training and module.p > 0]  # fmt: skip
+    active = _dropouts_in_training(model)
     if not active and _forward_draws(model, batch):
         raise GradlabError(
             f"world_size={world_size} needs a model whose forward draws no random numbers; "

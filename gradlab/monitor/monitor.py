@@ -1396,12 +1396,13 @@ class Monitor:
         # gradlab's quantities first: one of yours that changes a shared tensor in place (it
         # is named below) cannot change what theirs read; the record keeps the order of due
         rank = {id(quantity): index for index, quantity in enumerate(due)}
+        ordered = sorted(((ships_with_gradlab(quantity), quantity) for quantity in due),
+                         key=lambda pair: not pair[0])  # stable: each side in its order
         with torch.inference_mode():
             with skip_value_checks():
-                for quantity in sorted(due, key=lambda q: not ships_with_gradlab(q)):
+                for own, quantity in ordered:
                     if "embedding_grad" in quantity.needs and batch.embedding_grad is None:
                         continue  # no gradient reached the embeddings: warned of above
-                    own = ships_with_gradlab(quantity)
                     before = None if own else batch.tensor_versions()
                     try:
                         values = quantity.compute(batch)

@@ -209,16 +209,33 @@ def test_the_trends_of_p_s_parts_are_named_in_the_report_s_words_not_its_keys():
     assert not re.search(r"\bP_[a-z]", text)  # no key of the JSON (P_own_row_column ...)
 
 
-def _one_batch_size():
-    """The rising P study cut to its first batch size, m = 8 (its first step alone)."""
-    one_size = _p([row[:1] for row in RISING])
-    one_size["batch_sizes"] = [8]
-    setting = one_size["settings"]["trained_at_m"]
+def _first_batch_sizes(count: int) -> dict:
+    """The rising P study cut to its first ``count`` batch sizes (m = 8, 16, ...)."""
+    cut = _p([row[:count] for row in RISING])
+    cut["batch_sizes"] = cut["batch_sizes"][:count]
+    setting = cut["settings"]["trained_at_m"]
     for key, runs in setting.items():
         if isinstance(runs, list) and runs and isinstance(runs[0], list):
-            setting[key] = [run[:1] for run in runs]
-    setting["steps"] = [5]
-    return one_size
+            setting[key] = [run[:count] for run in runs]
+    setting["steps"] = setting["steps"][:count]
+    return cut
+
+
+def _one_batch_size():
+    """The rising P study cut to its first batch size, m = 8 (its first step alone)."""
+    return _first_batch_sizes(1)
+
+
+def _saved_p_finding(tmp_path, data: dict):
+    """The one finding of a P study saved as ``gradlab study`` saves it, read as the report
+    reads it."""
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "p_vs_batch_size.json").write_text(json.dumps(data))
+    (run,) = check_study_folders([folder])
+    results, _ = study_report_section(run, tmp_path / "report", 1)
+    (finding,) = study_findings(results)
+    return finding
 
 
 def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
@@ -449,12 +466,7 @@ def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_pa
 
 
 def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tmp_path):
-    folder = tmp_path / "p"
-    folder.mkdir()
-    (folder / "p_vs_batch_size.json").write_text(json.dumps(_p(RISING)))
-    (run,) = check_study_folders([folder])
-    results, _ = study_report_section(run, tmp_path / "report", 1)
-    (finding,) = study_findings(results)
+    finding = _saved_p_finding(tmp_path, _p(RISING))
     first, last = _cell([row[0] for row in RISING]), _cell([row[-1] for row in RISING])
     assert finding.text == ("In your study on sop with timm:resnet50, P from m = 8 to m = 32: "
                             f"rises (paired t-test over the seeds; 3 seeds; mean P {first} to "
@@ -463,13 +475,7 @@ def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tm
 
 
 def test_a_saved_p_study_of_one_batch_size_finds_no_trend_and_quotes_its_one_mean(tmp_path):
-    one_size = _one_batch_size()
-    folder = tmp_path / "p"
-    folder.mkdir()
-    (folder / "p_vs_batch_size.json").write_text(json.dumps(one_size))
-    (run,) = check_study_folders([folder])
-    results, _ = study_report_section(run, tmp_path / "report", 1)
-    (finding,) = study_findings(results)
+    finding = _saved_p_finding(tmp_path, _one_batch_size())
     mean = _cell([row[0] for row in RISING])
     assert finding.text == ("In your study on sop with timm:resnet50, P at m = 8 alone: no trend "
                             "(a trend needs P at two or more batch sizes; mean P "
@@ -1242,17 +1248,6 @@ def test_an_amp_run_without_its_device_recorded_is_said_to_have_run_on_the_cpu()
 
 
 def test_a_saved_p_study_of_two_batch_sizes_quotes_its_first_and_last_mean(tmp_path):
-    two = _p([row[:2] for row in RISING])
-    two["batch_sizes"] = [8, 16]
-    for key, rows in two["settings"]["trained_at_m"].items():
-        if isinstance(rows, list) and rows and isinstance(rows[0], list):
-            two["settings"]["trained_at_m"][key] = [row[:2] for row in rows]
-    two["settings"]["trained_at_m"]["steps"] = [5, 3]
-    folder = tmp_path / "p"
-    folder.mkdir()
-    (folder / "p_vs_batch_size.json").write_text(json.dumps(two))
-    (run,) = check_study_folders([folder])
-    results, _ = study_report_section(run, tmp_path / "report", 1)
-    (finding,) = study_findings(results)
+    finding = _saved_p_finding(tmp_path, _first_batch_sizes(2))
     first, last = _cell([row[0] for row in RISING]), _cell([row[1] for row in RISING])
     assert f"mean P {first} to {last})." in finding.text
