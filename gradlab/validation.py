@@ -660,33 +660,38 @@ def check_tensor(
         >>> check_tensor("labels", torch.zeros(3), ndims=(1,), kind="integer")
         Traceback (most recent call last):
         ...
-        gradlab.errors.GradlabError: labels must have an integer dtype; got torch.float32
+        gradlab.errors.GradlabError: labels must have an integer dtype; got torch.float32 (whole-number ids: pass labels.long())
         >>> check_tensor("labels", torch.zeros(3, dtype=torch.uint32), ndims=(1,), kind="integer")
         Traceback (most recent call last):
         ...
         gradlab.errors.GradlabError: labels must have a signed integer dtype or uint8; got torch.uint32 (torch implements few operations for uint32: no ordering comparison, search, bincount or indexing); pass labels.long()
     """  # noqa: E501
     if not isinstance(value, torch.Tensor):
-        raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+        raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}"
+                           f"{_as_tensor_hint(name, value)}")  # fmt: skip
     if value.is_nested:  # rows of several lengths: no shape to check, no [Q, C] to rank
         raise GradlabError(f"{name} must be a dense tensor; got a nested tensor (pad its rows "
                            "to one length, or call once per length)")  # fmt: skip
     if value.dim() not in ndims:
         allowed = " or ".join(f"{n}-D" for n in ndims)
-        raise GradlabError(f"{name} must be {allowed}; got shape {tuple(value.shape)}")
+        raise GradlabError(f"{name} must be {allowed}; got shape {tuple(value.shape)}"
+                           f"{_flatten_hint(name, value, ndims)}")  # fmt: skip
     if value.layout != torch.strided:
         raise GradlabError(f"{name} must be a dense (strided) tensor; got layout {value.layout}")
     if kind == "float" and not value.is_floating_point():
-        raise GradlabError(f"{name} must have a floating dtype; got {value.dtype}")
+        hint = "" if value.is_complex() else f"; pass {name}.float()"
+        raise GradlabError(f"{name} must have a floating dtype; got {value.dtype}{hint}")
     if kind in ("float", "any_real") and value.is_floating_point() and value.dtype not in FLOATS:
         raise GradlabError(f"{name} must have dtype float16, bfloat16, float32 or float64; got "
                            f"{value.dtype} (convert it first: no loss computes in it)")  # fmt: skip
     if kind == "bool" and value.dtype != torch.bool:
-        raise GradlabError(f"{name} must be a bool tensor; got {value.dtype}")
+        hint = "" if value.is_complex() else f" (a 0/1 mask: pass {name}.bool())"
+        raise GradlabError(f"{name} must be a bool tensor; got {value.dtype}{hint}")
     if kind == "integer" and (
         value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
     ):
-        raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
+        hint = "" if value.is_complex() else f" (whole-number ids: pass {name}.long())"
+        raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}{hint}")
     if kind == "integer" and value.dtype in WIDE_UNSIGNED:  # refused before any work
         short = str(value.dtype).removeprefix("torch.")
         raise GradlabError(f"{name} must have a signed integer dtype or uint8; got {value.dtype} "
@@ -697,6 +702,26 @@ def check_tensor(
     if finite:
         check_finite(name, value)
     return value
+
+
+def _as_tensor_hint(name: str, value: object) -> str:
+    """How to turn what was passed into a tensor, where one call does it (a list, a tuple, a
+    NumPy array, a number); nothing for anything else (``None`` is usually a missing input)."""
+    if isinstance(value, (list, tuple)) or (
+        isinstance(value, numbers.Number) and not isinstance(value, bool)
+    ):
+        return f"; pass torch.as_tensor({name})"
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        return f"; pass torch.from_numpy({name})"
+    return ""
+
+
+def _flatten_hint(name: str, value: torch.Tensor, ndims: Sequence[int]) -> str:
+    """``reshape(-1)`` for a 1-D input passed with extra length-1 dimensions (``[1, B]``,
+    ``[B, 1]``); nothing for any other shape."""
+    if tuple(ndims) == (1,) and value.dim() > 1 and sum(n != 1 for n in value.shape) <= 1:
+        return f"; pass {name}.reshape(-1)"
+    return ""
 
 
 def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:

@@ -139,13 +139,14 @@ def test_a_positive_int_beyond_int64_is_refused_before_torch_overflows():
 
 
 @pytest.mark.parametrize(("value", "ndims", "kind", "message"), [
-    ([1.0], (1,), "any", "x must be a torch.Tensor; got list"),
+    ([1.0], (1,), "any", "x must be a torch.Tensor; got list; pass torch.as_tensor(x)"),
     (torch.zeros(1, 1, 1), (1, 2), "any", "x must be 1-D or 2-D; got shape (1, 1, 1)"),
     (torch.zeros(2, dtype=torch.long), (1,), "float",
-     "x must have a floating dtype; got torch.int64"),
-    (torch.zeros(2), (1,), "bool", "x must be a bool tensor; got torch.float32"),
+     "x must have a floating dtype; got torch.int64; pass x.float()"),
+    (torch.zeros(2), (1,), "bool", "x must be a bool tensor; got torch.float32"
+                                   " (a 0/1 mask: pass x.bool())"),
     (torch.zeros(2, dtype=torch.bool), (1,), "integer",
-     "x must have an integer dtype; got torch.bool"),
+     "x must have an integer dtype; got torch.bool (whole-number ids: pass x.long())"),
     (torch.zeros(2, dtype=torch.complex64), (1,), "integer",
      "x must have an integer dtype; got torch.complex64"),
     (torch.zeros(2, dtype=torch.bool), (1,), "any_real",
@@ -217,7 +218,7 @@ def test_signed_and_floating_scores_are_returned_unchanged(dtype):
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ([[1.0]], "scores must be a torch.Tensor; got list"),
+    ([[1.0]], "scores must be a torch.Tensor; got list; pass torch.as_tensor(scores)"),
     (torch.zeros(3), "scores must be 2-D; got shape (3,)"),
     (torch.zeros(1, 2, dtype=torch.bool),
      "scores must have a real floating or integer dtype; got torch.bool"),
@@ -271,16 +272,19 @@ def test_tensors_on_two_devices_are_named_with_their_devices():
 
 
 @pytest.mark.parametrize(("embeddings", "labels", "message"), [
-    ([[1.0]], torch.zeros(1, dtype=torch.long), "embeddings must be a torch.Tensor; got list"),
+    ([[1.0]], torch.zeros(1, dtype=torch.long), "embeddings must be a torch.Tensor; got list"
+                                                "; pass torch.as_tensor(embeddings)"),
     (torch.zeros(4), torch.zeros(4, dtype=torch.long), "embeddings must be 2-D; got shape (4,)"),
     (torch.zeros(4, 3, dtype=torch.long), torch.zeros(4, dtype=torch.long),
-     "embeddings must have a floating dtype; got torch.int64"),
+     "embeddings must have a floating dtype; got torch.int64; pass embeddings.float()"),
     (torch.zeros(4, 0), torch.zeros(4, dtype=torch.long),
      "embeddings must have at least one embedding dimension; got shape (4, 0)"),
-    (torch.zeros(4, 3), [0, 1, 2, 3], "labels must be a torch.Tensor; got list"),
+    (torch.zeros(4, 3), [0, 1, 2, 3], "labels must be a torch.Tensor; got list"
+                                      "; pass torch.as_tensor(labels)"),
     (torch.zeros(4, 3), torch.zeros(4, 1, dtype=torch.long),
-     "labels must be 1-D; got shape (4, 1)"),
-    (torch.zeros(4, 3), torch.zeros(4), "labels must have an integer dtype; got torch.float32"),
+     "labels must be 1-D; got shape (4, 1); pass labels.reshape(-1)"),
+    (torch.zeros(4, 3), torch.zeros(4), "labels must have an integer dtype; got torch.float32"
+                                        " (whole-number ids: pass labels.long())"),
     (torch.zeros(4, 3), torch.zeros(5, dtype=torch.long),
      "labels must have shape (4,) (one label per embedding); got (5,)"),
     (torch.zeros(4, 3, device="meta"), torch.zeros(4, dtype=torch.long),
@@ -445,3 +449,40 @@ def test_a_nested_tensor_is_refused_as_such(layout):
 def test_a_type_name_takes_its_article(word, said):
     # "a ExportSink" and "a int" in messages
     assert a_or_an(word) == said
+
+
+@pytest.mark.parametrize(("value", "ndims", "kind"), [
+    ([0, 0, 1, 1], (1,), "integer"),
+    ((0.5, 1.5), (1,), "float"),
+    (3, (0,), "any_real"),
+    (np.arange(4), (1,), "integer"),
+    (torch.tensor([[0, 0, 1, 1]]), (1,), "integer"),
+    (torch.tensor([[0], [1]]), (1,), "integer"),
+    (torch.tensor([0.0, 1.0]), (1,), "integer"),
+    (torch.tensor([[1, 0], [0, 1]]), (2,), "bool"),
+    (torch.tensor([[2, 3]]), (2,), "float"),
+])  # fmt: skip
+def test_the_fix_a_refusal_suggests_is_accepted(value, ndims, kind):
+    # The message ends in "pass EXPR": EXPR, evaluated on what was passed, passes the check.
+    message = _refusal(lambda: check_tensor("x", value, ndims=ndims, kind=kind))
+    suggestion = message.rsplit("pass ", 1)[1].rstrip(")")
+    suggestion += ")" * (suggestion.count("(") - suggestion.count(")"))
+    fixed = eval(suggestion, {"torch": torch, "x": value})
+    assert check_tensor("x", fixed, ndims=ndims, kind=kind) is fixed
+
+
+@pytest.mark.parametrize(("value", "ndims", "kind", "message"), [
+    (None, (1,), "any", "x must be a torch.Tensor; got NoneType"),
+    ("0011", (1,), "integer", "x must be a torch.Tensor; got str"),
+    (True, (0,), "any", "x must be a torch.Tensor; got bool"),
+    (torch.zeros(2, 2, dtype=torch.long), (1,), "integer", "x must be 1-D; got shape (2, 2)"),
+    (torch.zeros(1, 1, 3), (2,), "float", "x must be 2-D; got shape (1, 1, 3)"),
+    (torch.zeros(2, dtype=torch.complex64), (1,), "float",
+     "x must have a floating dtype; got torch.complex64"),
+    (torch.zeros(2, dtype=torch.complex64), (1,), "bool",
+     "x must be a bool tensor; got torch.complex64"),
+])  # fmt: skip
+def test_no_fix_is_suggested_where_no_one_call_makes_the_input(value, ndims, kind, message):
+    # None is usually a missing input, a string no data; a 2-D matrix is no 1-D vector by
+    # reshaping, and a complex tensor no real one by a cast that drops its imaginary part.
+    assert _refusal(lambda: check_tensor("x", value, ndims=ndims, kind=kind)) == message

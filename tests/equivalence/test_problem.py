@@ -87,7 +87,8 @@ def test_memory_start_may_be_any_slot_of_the_memory(start):
 
 @pytest.mark.parametrize("side", INPUTS)
 def test_inputs_that_are_not_tensors_are_refused(side):
-    assert_refused(f"{side} must be a torch.Tensor; got list", **{side: [[0.0, 1.0]] * 4})
+    assert_refused(f"{side} must be a torch.Tensor; got list"
+                   f"; pass torch.as_tensor({side})", **{side: [[0.0, 1.0]] * 4})
 
 
 @pytest.mark.parametrize("shape", [(4,), (4, 1, 1, 1, 1, 1)])
@@ -108,8 +109,10 @@ def test_bool_or_complex_inputs_are_refused(side, dtype):
 
 
 def test_labels_must_be_a_one_dimensional_integer_tensor():
-    assert_refused("labels must be 1-D; got shape (4, 1)", labels=torch.zeros(4, 1, dtype=int))
-    assert_refused("labels must have an integer dtype; got torch.float32", labels=torch.zeros(4))
+    assert_refused("labels must be 1-D; got shape (4, 1)"
+                   "; pass labels.reshape(-1)", labels=torch.zeros(4, 1, dtype=int))
+    assert_refused("labels must have an integer dtype; got torch.float32"
+                   " (whole-number ids: pass labels.long())", labels=torch.zeros(4))
 
 
 @pytest.mark.parametrize("side", INPUTS)
@@ -144,7 +147,7 @@ def test_memory_labels_without_a_memory_are_refused():
 def test_the_memory_must_be_a_two_dimensional_float_tensor():
     labels = memory_fields(slots=3)["memory_labels"]
     assert_refused(
-        "memory must have a floating dtype; got torch.int64",
+        "memory must have a floating dtype; got torch.int64; pass memory.float()",
         memory=torch.zeros(3, 2, dtype=torch.int64), memory_labels=labels,
     )  # fmt: skip
     assert_refused(
@@ -155,11 +158,12 @@ def test_the_memory_must_be_a_two_dimensional_float_tensor():
 def test_memory_labels_must_be_a_one_dimensional_integer_tensor():
     memory = memory_fields(slots=3)["memory"]
     assert_refused(
-        "memory_labels must have an integer dtype; got torch.float32",
+        "memory_labels must have an integer dtype; got torch.float32"
+        " (whole-number ids: pass memory_labels.long())",
         memory=memory, memory_labels=torch.zeros(3),
     )  # fmt: skip
     assert_refused(
-        "memory_labels must be 1-D; got shape (3, 1)",
+        "memory_labels must be 1-D; got shape (3, 1); pass memory_labels.reshape(-1)",
         memory=memory, memory_labels=torch.zeros(3, 1, dtype=torch.int64),
     )  # fmt: skip
 
@@ -339,7 +343,8 @@ def test_embeddings_must_be_a_float_matrix(side):
     probe = GradientProbe(size=4, columns=4, embedding_size=2)
     with pytest.raises(GradlabError) as error:
         getattr(probe, side)(torch.ones(2, 2, dtype=torch.int64), torch.tensor([0, 1]))
-    assert str(error.value) == f"{side} must have a floating dtype; got torch.int64"
+    assert str(error.value) == (f"{side} must have a floating dtype; got torch.int64; pass "
+                                f"{side}.float()")
     with pytest.raises(GradlabError) as error:
         getattr(probe, side)(torch.ones(2), torch.tensor([0, 1]))
     assert str(error.value) == f"{side} must be 2-D; got shape (2,)"
@@ -426,7 +431,7 @@ def test_owned_rows_alone_count_their_scores():
     ("arguments", "message"),
     [
         ((torch.zeros(2, 2, dtype=torch.int64), [0, 1], [0, 1], None),
-         "scores must have a floating dtype; got torch.int64"),
+         "scores must have a floating dtype; got torch.int64; pass scores.float()"),
         ((torch.zeros(2), [0, 1], [0, 1], None), "scores must be 2-D; got shape (2,)"),
         ((torch.zeros(2, 2), [0, 3], [0, 1], None),
          "rows must hold global indices in [0, 3); got values from 0 to 3"),
@@ -452,7 +457,7 @@ def test_score_rows_must_be_an_integer_tensor():
     probe = GradientProbe(size=3, columns=5, embedding_size=2)
     with pytest.raises(GradlabError) as error:
         probe.scores(torch.zeros(2, 2), [0, 1], torch.tensor([0, 1]))
-    assert str(error.value) == "rows must be a torch.Tensor; got list"
+    assert str(error.value) == "rows must be a torch.Tensor; got list; pass torch.as_tensor(rows)"
 
 
 # GradientProbe.reduce

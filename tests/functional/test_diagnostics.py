@@ -289,7 +289,8 @@ def _terms_arguments():
                     "float32); got -1.0"),
     ({"tau": 0.0}, "tau must be a finite number in [1e-30, inf) (1/tau must stay finite in "
                    "float32); got 0.0"),
-    ({"positives": "double"}, "positives must be a bool tensor; got torch.float64"),
+    ({"positives": "double"}, "positives must be a bool tensor; got torch.float64"
+                              " (a 0/1 mask: pass positives.bool())"),
     ({"vectors": "first 4"}, "vectors must have shape (9, 3) (one vector per candidate, a column "
                              "of scores); got (4, 3)"),
     ({"vectors": "float32"}, "vectors must have the dtype of scores (torch.float64); got "
@@ -306,8 +307,10 @@ def _terms_arguments():
                                         "pass forward too, or neither"),
     ({"buffer": 3}, "buffer must be None or a callable(name, shape, dtype) -> tensor; got int 3"),
     ({"vectors": "row"}, "vectors must be 2-D; got shape (3,)"),
-    ({"vectors": "int"}, "vectors must have a floating dtype; got torch.int64"),
-    ({"vectors": "list"}, "vectors must be a torch.Tensor; got list"),
+    ({"vectors": "int"}, "vectors must have a floating dtype; got torch.int64"
+                         "; pass vectors.float()"),
+    ({"vectors": "list"}, "vectors must be a torch.Tensor; got list"
+                          "; pass torch.as_tensor(vectors)"),
     ({"vectors": "meta"}, "tensors must be on one device; got scores on cpu, vectors on meta"),
 ])  # fmt: skip
 def test_smooth_ap_terms_refuses_bad_arguments(change, message):

@@ -262,12 +262,13 @@ FLAGS = torch.ones(1, 2, dtype=torch.bool)
     [
         (lambda: blackbox_ap(torch.zeros(2), FLAGS), r"scores must be 2-D; got shape \(2,\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO.long(), FLAGS),
-         "scores must have a floating dtype; got torch.int64$"),
+         r"scores must have a floating dtype; got torch.int64; pass scores\.float\(\)$"),
         (lambda: blackbox_ap(torch.tensor([[math.inf, 0.0]]), FLAGS),
          r"^scores must be finite or -inf \(a non-candidate\); got inf in row 0 \(1 row of 1\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS[0]), r"positives must be 2-D; got shape \(2,\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS.float()),
-         "positives must be a bool tensor; got torch.float32$"),
+         r"positives must be a bool tensor; got torch.float32"
+         r" \(a 0/1 mask: pass positives\.bool\(\)\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, interpolation=0.0),
          r"interpolation must be a finite number in \[1e-30, 1e\+30\] \(1/interpolation and "
          r"the perturbed scores must stay finite in float32\); got 0.0$"),
@@ -343,7 +344,7 @@ TWO_LABELS = torch.zeros(2, dtype=torch.long)
     [
         (lambda: fastap(torch.ones(3), TWO_LABELS), r"embeddings must be 2-D; got shape \(3,\)$"),
         (lambda: fastap(TWO_BY_THREE.long(), TWO_LABELS),
-         "embeddings must have a floating dtype; got torch.int64$"),
+         r"embeddings must have a floating dtype; got torch.int64; pass embeddings\.float\(\)$"),
         (lambda: fastap(torch.full((2, 3), math.nan), TWO_LABELS),
          "embeddings must be finite; got (NaN|inf) in .*$"),
         (lambda: fastap(TWO_BY_THREE, torch.zeros(3, dtype=torch.long)),
@@ -397,7 +398,7 @@ def test_fastap_at_its_most_bins_stays_near_its_float64_value_and_takes_numpy_in
 @pytest.mark.parametrize(("scores", "message"), [
     (torch.tensor(1.0), "scores must have at least one dimension (the ranks run along the "
                         "last); got a 0-d tensor"),
-    ([1.0, 2.0], "scores must be a torch.Tensor; got list"),
+    ([1.0, 2.0], "scores must be a torch.Tensor; got list; pass torch.as_tensor(scores)"),
     (torch.tensor([[0.5, 0.9], [math.nan, 0.1]]), "scores must not be NaN (a NaN has no rank); "
                                                   "got NaN at [1, 0]"),
     (torch.tensor([True, False]), "scores must have a real floating or integer dtype; got "

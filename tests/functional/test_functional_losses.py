@@ -377,13 +377,13 @@ def test_smooth_ap_loss_stays_on_the_input_device_whatever_the_default_device(la
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: mean_ap_loss(torch.tensor([[0.5, 1.0]]), torch.zeros(1)),
-     r"^ap must be 1-D; got shape \(1, 2\)$"),
+     r"^ap must be 1-D; got shape \(1, 2\); pass ap\.reshape\(-1\)$"),
     (lambda: mean_ap_loss(torch.tensor([1, 0]), torch.zeros(1)),
-     "^ap must have a floating dtype; got torch.int64$"),
+     r"^ap must have a floating dtype; got torch.int64; pass ap\.float\(\)$"),
     (lambda: mean_ap_loss(torch.tensor([0.5, 1.0]), 0.0),
      r"^reference must be a torch.Tensor \(a zero loss joins its graph\); got float$"),
     (lambda: mean_ap_loss(torch.tensor([0.5, 1.0]), torch.zeros(1), torch.tensor([1, 0])),
-     "^defined must be a bool tensor; got torch.int64$"),
+     r"^defined must be a bool tensor; got torch.int64 \(a 0/1 mask: pass defined\.bool\(\)\)$"),
     (lambda: mean_ap_loss(torch.tensor([0.5, 1.0, 0.2]), torch.zeros(1),
                             torch.tensor([True])),
      r"^defined must have shape \(3,\) \(\[Q\], one flag per AP\); got \(1,\)$"),

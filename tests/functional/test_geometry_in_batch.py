@@ -275,7 +275,7 @@ def test_every_field_is_float64_from_float32_scores():
 
 @pytest.mark.parametrize("call,message", [
     (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 13, dtype=torch.long)),
-     "negated_sorted must have a floating dtype; got torch.int64"),
+     "negated_sorted must have a floating dtype; got torch.int64; pass negated_sorted.float()"),
     (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 12)),
      "negated_sorted must have shape (13, 13) (each row of -scores sorted); got (13, 12)"),
     (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 13, device="meta")),

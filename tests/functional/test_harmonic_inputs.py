@@ -92,7 +92,7 @@ def test_the_exact_discount_accepts_finite_and_empty_counts():
         (torch.full([1] * 9, 2.0),
          "x must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D or 8-D; got shape "
          "(1, 1, 1, 1, 1, 1, 1, 1, 1)"),
-        ([2.0], "x must be a torch.Tensor; got list"),
+        ([2.0], "x must be a torch.Tensor; got list; pass torch.as_tensor(x)"),
     ],
 )  # fmt: skip
 def test_logarithmic_integral_refuses_bad_input_by_name(x, message):
@@ -170,9 +170,11 @@ def test_discount_counts_above_ten_million_are_refused_by_name(method):
 @pytest.mark.parametrize("function", [harmonic_gap, discount_gap, harmonic_rate, discount_rate])
 def test_counts_that_are_no_tensors_are_refused_by_name(function):
     second = "b" if function in (harmonic_gap, discount_gap) else "count"
-    with pytest.raises(GradlabError, match=r"^a must be a torch.Tensor; got float$"):
+    with pytest.raises(GradlabError, match=r"^a must be a torch.Tensor; got float"
+                                           r"; pass torch\.as_tensor\(a\)$"):
         function(2.0, torch.tensor([3.0]))
-    with pytest.raises(GradlabError, match=rf"^{second} must be a torch.Tensor; got int$"):
+    with pytest.raises(GradlabError, match=rf"^{second} must be a torch.Tensor; got int"
+                                           rf"; pass torch\.as_tensor\({second}\)$"):
         function(torch.tensor([2.0]), 3)
     with pytest.raises(GradlabError, match=r"^a must have a real floating or integer dtype"):
         function(torch.tensor([True]), torch.tensor([3.0]))
@@ -363,7 +365,7 @@ def test_a_single_count_gives_numpy_scalars_in_either_precision():
 
 
 @pytest.mark.parametrize(("n", "message"), [
-    (3.0, "n must be a torch.Tensor; got float"),
+    (3.0, "n must be a torch.Tensor; got float; pass torch.as_tensor(n)"),
     (torch.tensor([1 + 0j]), "n must have a real floating or integer dtype; got torch.complex64"),
     (torch.tensor([True]), "n must have a real floating or integer dtype; got torch.bool"),
     (torch.zeros((1,) * 9), "n must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D or "

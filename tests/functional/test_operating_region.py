@@ -572,7 +572,8 @@ def test_expected_proportion_options_are_refused_by_name(kwargs, message):
     (0.0, torch.tensor([0.005]), "tau must be a positive finite number; got 0.0"),
     (math.nan, torch.tensor([0.005]), "tau must be a positive finite number; got nan"),
     ("a", torch.tensor([0.005]), "tau must be a positive finite number; got 'a'"),
-    (0.01, [0.005], "thresholds must be a torch.Tensor; got list"),
+    (0.01, [0.005], "thresholds must be a torch.Tensor; got list"
+                    "; pass torch.as_tensor(thresholds)"),
     (0.01, torch.tensor([True]), "thresholds must have a real floating or integer dtype; got "
                                  "torch.bool"),
     (0.01, torch.tensor([0.005, -1.0]), "thresholds must be positive and finite; got -1.0 "

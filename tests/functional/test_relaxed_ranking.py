@@ -324,7 +324,8 @@ def test_minibatch_defaults_are_relaxed_ap_with_the_printed_log_form():
 @pytest.mark.parametrize(
     ("codes", "message"),
     [
-        (torch.ones(3, 2, dtype=torch.long), "codes must have a floating dtype; got torch.int64"),
+        (torch.ones(3, 2, dtype=torch.long), "codes must have a floating dtype; got torch.int64"
+                                             "; pass codes.float()"),
         (torch.full((3, 2), math.nan), "codes must be finite; got (NaN|inf) in .*"),
         (torch.ones(3), "codes must be 2-D"),
     ],
@@ -360,6 +361,7 @@ def test_float32_codes_give_float32_terms_whatever_the_gains_dtype():
 def test_minibatch_labels_must_be_integers():
     with pytest.raises(
         GradlabError, match=r"^labels must have an integer dtype; got torch.float32"
+                            r" \(whole-number ids: pass labels\.long\(\)\)"
     ):
         minibatch_objective_terms(torch.ones(3, 2), torch.zeros(3))
 
@@ -397,7 +399,7 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
     ("call", "message"),
     [
         (lambda: relaxed_hamming_distances(torch.ones(3, 2, dtype=torch.long)),
-         "codes must have a floating dtype; got torch.int64$"),
+         r"codes must have a floating dtype; got torch.int64; pass codes\.float\(\)$"),
         (lambda: relaxed_hamming_distances(torch.full((3, 2), math.nan)),
          "codes must be finite; got (NaN|inf) in .*$"),
         (lambda: soft_histogram(D23.long(), L23, 4, 2), "distances must have a floating dtype"),
@@ -423,7 +425,8 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
          r"num_positives must be finite; got NaN in entry 0 \(1 entry of 1\)$"),
         (lambda: triangular_kernel(torch.tensor([1, 2]), 3),
          "distances must have a floating dtype"),
-        (lambda: triangular_kernel([0.5], 3), "distances must be a torch.Tensor; got list"),
+        (lambda: triangular_kernel([0.5], 3),
+         r"distances must be a torch.Tensor; got list; pass torch\.as_tensor\(distances\)$"),
         (lambda: triangular_kernel(torch.tensor([1.0]), 0), "num_bins must be a positive integer"),
         (lambda: triangular_kernel(torch.tensor([1.0]), 2.5),
          "num_bins must be a positive integer"),
@@ -457,7 +460,8 @@ def test_soft_histogram_has_every_level_even_when_absent():
 @pytest.mark.parametrize(
     ("codes", "message"),
     [
-        (torch.ones(3, 2, dtype=torch.long), "codes must have a floating dtype; got torch.int64$"),
+        (torch.ones(3, 2, dtype=torch.long), r"codes must have a floating dtype; got torch.int64"
+                                             r"; pass codes\.float\(\)$"),
         (torch.full((3, 2), math.inf), "codes must be finite; got (NaN|inf) in .*$"),
     ],
 )
@@ -544,7 +548,7 @@ ONE_BY_TWO = torch.ones(1, 2)
         (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.ones(2)),
          r"counts must be 2-D; got shape \(2,\)$"),
         (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, ONE_BY_TWO.long()),
-         "counts must have a floating dtype; got torch.int64$"),
+         r"counts must have a floating dtype; got torch.int64; pass counts\.float\(\)$"),
         (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.ones(1, 2, device="meta")),
          "tensors must be on one device; got positive_counts on cpu, counts on meta$"),
         (lambda: relaxed_tie_aware_ap(torch.tensor([[math.nan, 0.0]]), ONE_BY_TWO),
@@ -566,7 +570,8 @@ ONE_BY_TWO = torch.ones(1, 2)
         (lambda: relaxed_tie_aware_dcg(torch.tensor([[[1.0, 0.0], [0.0, -2.0]]]), torch.ones(2)),
          r"level_counts must be >= 0; got level_counts\[0, 1, 1\] = -2 \(1 of 4 entries\)$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2, dtype=torch.long), torch.ones(2)),
-         "level_counts must have a floating dtype; got torch.int64$"),
+         r"level_counts must have a floating dtype; got torch.int64"
+         r"; pass level_counts\.float\(\)$"),
         (lambda: relaxed_tie_aware_dcg(torch.full((1, 2, 2), math.nan), torch.ones(2)),
          "level_counts must be finite; got (NaN|inf) in .*$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2), torch.tensor([1.0, math.inf])),
@@ -598,9 +603,10 @@ _ONES = torch.ones(2, 3, dtype=torch.float64)
 
 
 @pytest.mark.parametrize(("num_positives", "message"), [
-    (3, "num_positives must be a torch.Tensor; got int"),
+    (3, "num_positives must be a torch.Tensor; got int; pass torch.as_tensor(num_positives)"),
     (torch.ones(5), "num_positives must have shape (2,) (one count per query); got (5,)"),
-    (torch.ones(2, 1), "num_positives must be 1-D; got shape (2, 1)"),
+    (torch.ones(2, 1), "num_positives must be 1-D; got shape (2, 1)"
+                       "; pass num_positives.reshape(-1)"),
     (torch.ones(2, dtype=torch.bool), "num_positives must have a real floating or integer "
                                       "dtype; got torch.bool"),
     (torch.ones(2, device="meta"),
@@ -696,12 +702,14 @@ _LABELS = torch.tensor([0, 0, 1, 1])
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"codes": _CODES.tolist()}, "codes must be a torch.Tensor; got list"),
+    ({"codes": _CODES.tolist()}, "codes must be a torch.Tensor; got list"
+                                 "; pass torch.as_tensor(codes)"),
     ({"codes": _CODES[0]}, "codes must be 2-D; got shape (3,)"),
     ({"labels": _LABELS.to("meta")}, "tensors must be on one device; got codes on cpu, labels "
                                      "on meta"),
     ({"objective": "dcg", "level_gains": [0.0, 1.0]}, "level_gains must be a torch.Tensor; "
-                                                      "got list"),
+                                                      "got list"
+                                                      "; pass torch.as_tensor(level_gains)"),
     ({"level_gains": torch.tensor([0.0, math.nan])},
      "level_gains are the gains of objective='dcg'; objective='ap' has binary relevance and no "
      "gains, so pass none; got Tensor"),
@@ -735,9 +743,10 @@ def test_a_bad_method_or_gain_is_refused_before_the_histograms_are_built(functio
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"labels": _LABELS.float()}, "labels must have an integer dtype; got torch.float32"),
+    ({"labels": _LABELS.float()}, "labels must have an integer dtype; got torch.float32"
+                                  " (whole-number ids: pass labels.long())"),
     ({"objective": "dcg", "level_gains": torch.tensor([0, 1])},
-     "level_gains must have a floating dtype; got torch.int64"),
+     "level_gains must have a floating dtype; got torch.int64; pass level_gains.float()"),
     ({"objective": "dcg", "level_gains": torch.tensor([0.0, math.inf])},
      "level_gains must be finite; got inf in entry 1 (1 entry of 2)"),
 ])  # fmt: skip

@@ -207,7 +207,8 @@ LABELS3 = torch.tensor([0, 0, 1])
          "scores must be finite; got (NaN|inf) in .*$"),
         (lambda: recall_at_k(SCORES, FLAGS[0]), r"positives must be 2-D; got shape \(3,\)$"),
         (lambda: recall_at_k(SCORES, FLAGS.float()),
-         "positives must be a bool tensor; got torch.float32$"),
+         r"positives must be a bool tensor; got torch.float32"
+         r" \(a 0/1 mask: pass positives\.bool\(\)\)$"),
         (lambda: recall_at_k(SCORES, FLAGS[:, :2]),
          r"positives must have shape \(2, 3\) \(one flag per score\); got \(2, 2\)$"),
         (lambda: recall_at_k(SCORES, FLAGS, (1, 0)), "ks must be a positive integer; got 0$"),
@@ -223,7 +224,7 @@ LABELS3 = torch.tensor([0, 0, 1])
         (lambda: in_batch_retrieval(torch.ones(3), torch.zeros(3)),
          r"embeddings must be 2-D; got shape \(3,\)$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2, dtype=torch.long), torch.zeros(3)),
-         "embeddings must have a floating dtype; got torch.int64$"),
+         r"embeddings must have a floating dtype; got torch.int64; pass embeddings\.float\(\)$"),
         (lambda: in_batch_retrieval(torch.full((3, 2), math.inf), LABELS3),
          "embeddings must be finite; got (NaN|inf) in .*$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
@@ -231,9 +232,10 @@ LABELS3 = torch.tensor([0, 0, 1])
         # The glossary's labels: integers on the embeddings' device; 0.5 and 0.5000001 were
         # two classes, a list an AttributeError, meta labels torch's NotImplementedError.
         (lambda: in_batch_retrieval(torch.ones(3, 2), torch.tensor([0.5, 0.5, 1.0])),
-         "labels must have an integer dtype; got torch.float32$"),
+         r"labels must have an integer dtype; got torch.float32"
+         r" \(whole-number ids: pass labels\.long\(\)\)$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2), [0, 0, 1]),
-         "labels must be a torch.Tensor; got list$"),
+         r"labels must be a torch.Tensor; got list; pass torch\.as_tensor\(labels\)$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2), LABELS3.to("meta")),
          r"labels is a meta tensor \(a shape without values\)"),
         (lambda: in_batch_retrieval(torch.ones(3, 0), LABELS3),

@@ -131,11 +131,11 @@ _TWO = torch.eye(2, dtype=torch.bool)
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: false_negative_suspects(torch.zeros(2, 2, dtype=torch.long), _TWO, margin=0.0),
-     "scores must have a floating dtype; got torch.int64"),
+     "scores must have a floating dtype; got torch.int64; pass scores.float()"),
     (lambda: false_negative_suspects(torch.zeros(2), _TWO, margin=0.0),
      "scores must be 2-D; got shape (2,)"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(2), margin=0.0),
-     "positives must be a bool tensor; got torch.float32"),
+     "positives must be a bool tensor; got torch.float32 (a 0/1 mask: pass positives.bool())"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(3, dtype=torch.bool),
                                      margin=0.0),
      "positives must have shape (2, 2) (one flag per score); got (3, 3)"),
@@ -147,7 +147,8 @@ _TWO = torch.eye(2, dtype=torch.bool)
      "give at least one of labels, hashes or margin (the rules that flag a suspect); got none"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, candidate_mask=torch.ones(2, 2),
                                      margin=0.0),
-     "candidate_mask must be a bool tensor; got torch.float32"),
+     "candidate_mask must be a bool tensor; got torch.float32"
+     " (a 0/1 mask: pass candidate_mask.bool())"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO,
                                      candidate_mask=torch.ones(3, 3, dtype=torch.bool),
                                      margin=0.0),
@@ -162,7 +163,7 @@ _TWO = torch.eye(2, dtype=torch.bool)
                                              torch.zeros(2, dtype=torch.long))),
      "labels must have shape (3,) (one per candidate); got (2,)"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, labels=torch.tensor([0.0, 1.0])),
-     "labels must have an integer dtype; got torch.float32"),
+     "labels must have an integer dtype; got torch.float32 (whole-number ids: pass labels.long())"),
     # a tuple of three or one: "too many values to unpack", a ValueError
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO,
                                      labels=(torch.zeros(2, dtype=torch.long),) * 3),
@@ -174,10 +175,10 @@ _TWO = torch.eye(2, dtype=torch.bool)
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=1e6 + 0.5),
      "margin must be a finite number in [0, 1e+06]; got 1000000.5"),
     (lambda: suspect_summary(torch.zeros(2, 2), torch.zeros(2, 2), _TWO),
-     "suspects must be a bool tensor; got torch.float32"),
+     "suspects must be a bool tensor; got torch.float32 (a 0/1 mask: pass suspects.bool())"),
     (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool),
                              torch.zeros(2, 2, dtype=torch.long), _TWO),
-     "scores must have a floating dtype; got torch.int64"),
+     "scores must have a floating dtype; got torch.int64; pass scores.float()"),
     (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2),
                              torch.eye(3, dtype=torch.bool)),
      "positives must have shape (2, 2) (one flag per score); got (3, 3)"),
@@ -262,16 +263,17 @@ def test_a_batch_without_candidates_has_no_suspects():
 
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), torch.eye(2)),
-     "positives must be a bool tensor; got torch.float32"),
+     "positives must be a bool tensor; got torch.float32 (a 0/1 mask: pass positives.bool())"),
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), [[True, False], [False, True]]),
-     "positives must be a torch.Tensor; got list"),
+     "positives must be a torch.Tensor; got list; pass torch.as_tensor(positives)"),
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO, candidate_mask=torch.ones(2, 2)),
-     "candidate_mask must be a bool tensor; got torch.float32"),
+     "candidate_mask must be a bool tensor; got torch.float32"
+     " (a 0/1 mask: pass candidate_mask.bool())"),
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO,
                              candidate_mask=torch.ones(3, 3, dtype=torch.bool)),
      "candidate_mask must have shape (2, 2) (one flag per score); got (3, 3)"),
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO, score_grad=_TWO),
-     "score_grad must have a floating dtype; got torch.bool"),
+     "score_grad must have a floating dtype; got torch.bool; pass score_grad.float()"),
     (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO.to("meta")),
      "tensors must be on one device; got suspects on cpu, scores on cpu, positives on meta"),
 ])  # fmt: skip

@@ -219,7 +219,8 @@ def _with_value_checks_skipped(call):
     ("call", "message"),
     [
         (lambda: tie_aware_ap(ROW3, FLAGS3.float()),
-         "positives must be a bool tensor; got torch.float32$"),
+         r"positives must be a bool tensor; got torch.float32"
+         r" \(a 0/1 mask: pass positives\.bool\(\)\)$"),
         (lambda: tie_aware_ap(ROW3, torch.ones(4, dtype=torch.bool)),
          r"positives must have shape \(3,\) \(one value per score\); got \(4,\)$"),
         (lambda: tie_aware_ap(torch.tensor([0.0, math.nan]), FLAGS3[:2]),
@@ -260,13 +261,14 @@ def _with_value_checks_skipped(call):
          r"candidate_mask must be 2-D; got shape \(2,\)$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1, 1),
                                            torch.ones(1, 2)),
-         "candidate_mask must be a bool tensor; got torch.float32$"),
+         r"candidate_mask must be a bool tensor; got torch.float32"
+         r" \(a 0/1 mask: pass candidate_mask\.bool\(\)\)$"),
         (lambda: tie_aware_ap_at_positives(
             torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2, dtype=torch.bool,
                                                              device="meta")),
          "tensors must be on one device; got scores on cpu, candidate_mask on meta$"),
         (lambda: tie_aware_dcg(ROW3, torch.ones(3, dtype=torch.long)),
-         "gains must have a floating dtype; got torch.int64$"),
+         r"gains must have a floating dtype; got torch.int64; pass gains\.float\(\)$"),
         (lambda: tie_aware_dcg(torch.zeros(2), torch.tensor([1.0, math.inf])),
          "gains must be finite; got (NaN|inf) in .*$"),
         (lambda: tie_aware_dcg(ROW3, torch.ones(2)),

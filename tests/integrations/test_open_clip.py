@@ -451,8 +451,10 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
     (lambda i, t: (i[:5], t), r"text_features must have shape \(5, 8\) \(one text per image"),
     (lambda i, t: (i, t[:, :4]), r"text_features must have shape \(6, 8\)"),
     (lambda i, t: (i[0], t), "image_features must be 2-D"),
-    (lambda i, t: (i, t.long()), "text_features must have a floating dtype; got torch.int64"),
-    (lambda i, t: (i.long(), t), "image_features must have a floating dtype; got torch.int64"),
+    (lambda i, t: (i, t.long()), "text_features must have a floating dtype; got torch.int64"
+                                 "; pass text_features.float()"),
+    (lambda i, t: (i.long(), t), "image_features must have a floating dtype; got torch.int64"
+                                 "; pass image_features.float()"),
     (lambda i, t: (i, t.to("meta")), "tensors must be on one device; got image_features on "
                                      "cpu, text_features on meta"),
     (lambda i, t: (i.to("meta"), t), "tensors must be on one device; got image_features on "

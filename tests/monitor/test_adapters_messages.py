@@ -75,13 +75,14 @@ def test_extra_arguments_after_the_form_are_not_read():
     ("tensors", "message"),
     [
         ([torch.zeros(4, 3), torch.zeros(4)],
-         "labels must have an integer dtype; got torch.float32"),
+         "labels must have an integer dtype; got torch.float32"
+         " (whole-number ids: pass labels.long())"),
         ([torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.int64)],
          "labels must be 1-D; got shape (4, 2)"),
         ([torch.zeros(4, 3), torch.arange(3)],
          "labels must have shape (4,) (one label per embedding); got (3,)"),
         ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, 5)],
-         "positives must be a bool tensor; got torch.float32"),
+         "positives must be a bool tensor; got torch.float32 (a 0/1 mask: pass positives.bool())"),
         ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, dtype=torch.bool)],
          "positives must be 2-D; got shape (2,)"),
         ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, 4, dtype=torch.bool)],

@@ -469,7 +469,8 @@ def test_watching_smooth_ap_after_another_loss_logs_what_the_first_could_not(tmp
     [
         (
             lambda: (torch.zeros(4, 3), torch.zeros(4)),
-            "labels must have an integer dtype; got torch.float32",
+            "labels must have an integer dtype; got torch.float32"
+            " (whole-number ids: pass labels.long())",
         ),
         (
             lambda: (torch.zeros(4, 3), torch.arange(5)),
