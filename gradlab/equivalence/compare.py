@@ -103,7 +103,9 @@ class QuantityComparison:
         memory_slots: ``dL/dscores`` and ``scores``: the memory slots (the columns after the
             batch's) that differ.
         ranks: the processes whose rows differ (``world_size > 1``).
-        worst: where the largest difference is, with both values.
+        worst: where the largest difference is, with both values: ``index`` in the compared
+            tensor's shape (for ``dL/dtheta``, ``parameter`` names the parameter and ``index``
+            is in its shape: ``[]`` for a scalar).
         unscored: ``dL/dscores``: scores the reference computed and the candidate never did.
         negatives_with_gradient: ``dL/dscores``: mean negatives per query with a non-zero
             gradient, ``{"reference": ..., "candidate": ...}``.
@@ -243,8 +245,11 @@ def _compare_parameters(reference: Gradients, candidate: Gradients, atol: float,
     if result.worst:
         flat = result.worst["index"][0]
         position = next(i for i in range(len(names)) if offsets[i] <= flat < offsets[i + 1])
-        result.worst["parameter"] = names[position]
-        result.worst["index"] = [flat - offsets[position]]
+        name = names[position]
+        result.worst["parameter"] = name
+        local = torch.tensor(flat - offsets[position])  # in the parameter's own shape
+        shape = reference.parameters[name].shape
+        result.worst["index"] = [int(i) for i in torch.unravel_index(local, shape)]
     return result
 
 

@@ -317,6 +317,22 @@ def test_the_worst_entry_is_located_within_the_last_parameter():
     assert q.worst == {"index": [0], "reference": -4.0, "candidate": -3.5, "parameter": "c"}
 
 
+@pytest.mark.parametrize("shape", [(2, 3), (3, 1, 2), ()])
+def test_the_worst_entry_of_a_parameter_is_indexed_in_its_own_shape(shape):
+    # A weight [out, in] is read as weight[i, j]: its worst entry's index has one entry per
+    # dimension (none for a scalar such as a learnable temperature), after a 1-D parameter.
+    weight = torch.arange(1.0, math.prod(shape) + 1, dtype=torch.float64).reshape(shape)
+    worst = tuple(n - 1 for n in shape)  # the last entry
+    shifted = weight.clone()
+    shifted[worst] += 2.0
+    before = {"bias": _t([1.0, 2.0, 3.0, 4.0])}
+    ref = _grads({**before, "weight": weight})
+    cand = _grads({**before, "weight": shifted})
+    q = compare(ref, cand, _batch(), atol=0.0, rtol=0.0)["dL/dtheta"]
+    assert q.worst == {"index": list(worst), "reference": float(weight[worst]),
+                       "candidate": float(weight[worst]) + 2.0, "parameter": "weight"}  # fmt: skip
+
+
 def test_parameters_agreeing_within_the_threshold_are_not_named():
     ref = _grads(_four_parameters())
     cand = _grads(_four_parameters(b_shift=1e-3, c_shift=0.5))
