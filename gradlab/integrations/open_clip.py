@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 
 import torch
 
@@ -64,8 +65,9 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         loss: the open_clip loss (or an object with its ``get_logits`` and ``forward``).
 
     Raises:
-        GradlabError: ``loss`` has no ``get_logits`` method or is not callable, or it runs on
-            several processes (``world_size`` above 1) without a ``rank``.
+        GradlabError: ``loss`` has no ``get_logits`` method or is not callable, is a
+            ``RecordingClipLoss`` already, or runs on several processes (``world_size`` above
+            1) without a ``rank``.
 
     Example:
         >>> import torch
@@ -98,6 +100,10 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
 
     def __init__(self, loss: torch.nn.Module) -> None:
         super().__init__()
+        if isinstance(loss, RecordingClipLoss):
+            raise GradlabError(f"loss is wrapped already: pass the RecordingClipLoss itself, "
+                               f"or the {type(loss.loss).__name__} it wraps; got "
+                               f"RecordingClipLoss({type(loss.loss).__name__})")  # fmt: skip
         if not callable(getattr(loss, "get_logits", None)) or not callable(loss):
             raise GradlabError(
                 "loss must be an open_clip ClipLoss or SigLipLoss (with get_logits and forward); "
@@ -123,7 +129,8 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
 
         Raises:
             GradlabError: features that are not ``[B, d]`` float tensors of one shape, dtype
-                and device, or a ``logit_scale`` / ``logit_bias`` of more than one value.
+                and device, with ``B >= 1``, or a ``logit_scale`` / ``logit_bias`` that is no
+                tensor or number, or holds more than one value.
         """
         _check_call(image_features, text_features, logit_scale, logit_bias)
         recorder = self.score_recorder
@@ -141,14 +148,16 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
             return logits
 
         self.loss.get_logits = recording_get_logits  # this call only: restored below
-        self.operands = (image_features, text_features)  # the collector keeps them
-        self.call_scale = logit_scale
         try:
+            # plain attributes for the collector, never registered on the module (a
+            # Parameter logit_scale would be, and a second call would find it there)
+            self.__dict__.update(operands=(image_features, text_features),
+                                 call_scale=logit_scale)  # fmt: skip
             return self._call(image_features, text_features, logit_scale, logit_bias,
                               output_dict)  # fmt: skip
         finally:
             del self.loss.get_logits
-            self.operands = self.call_scale = None
+            self.__dict__.update(operands=None, call_scale=None)
 
     def _call(self, image_features, text_features, logit_scale, logit_bias, output_dict):
         if "logit_bias" in inspect.signature(self.loss.forward).parameters:
@@ -248,7 +257,15 @@ def _check_call(image_features, text_features, logit_scale, logit_bias) -> None:
                            f"torch.autocast; got {image_features.dtype} and "
                            f"{text_features.dtype}")  # fmt: skip
     check_same_device(image_features=image_features, text_features=text_features)
+    if image_features.shape[0] == 0:  # no pair: the loss's mean over none is NaN
+        raise GradlabError("image_features must hold at least one row (an image of a pair); "
+                           f"got shape {tuple(image_features.shape)}")  # fmt: skip
     for name, value in (("logit_scale", logit_scale), ("logit_bias", logit_bias)):
+        number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not (isinstance(value, torch.Tensor) or number or (value is None and name ==
+                                                                "logit_bias")):  # fmt: skip
+            raise GradlabError(f"{name} must be a tensor or a number; got "
+                               f"{type(value).__name__} {value!r}")  # fmt: skip
         if isinstance(value, torch.Tensor) and value.numel() != 1:
             raise GradlabError(f"{name} must hold one value; got shape {tuple(value.shape)}")
 

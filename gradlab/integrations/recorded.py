@@ -181,6 +181,7 @@ class RecordedScoresAdapter(LossAdapter):
         provides = SCORE_VALUES | {"features"} if features else SCORE_VALUES
         super().__init__(name, "scores", provides, {}, recorder=recorder, loss_fn=loss_fn)
         self.collector = collector
+        self.reads_calls_again = False  # its matrices are recorded during a logged call only
         self.masked_candidates = masked_candidates
         self.features = features
         self.hint = hint

@@ -177,6 +177,11 @@ class LossAdapter:
     """A loss of the user's own watched with ``inputs="scores"``: ``[B]`` labels that are a
     shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked at each read call,
     :meth:`read`)."""
+    reads_calls_again: bool = field(default=True, repr=False, compare=False)
+    """Whether the batch of a call can be read again from its arguments after the call
+    (``close()`` reads the last step's call so when the schedule skipped it); not for a loss
+    read through the score matrices it records during a logged call
+    (:class:`gradlab.integrations.recorded.RecordedScoresAdapter`)."""
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
     _warned_diagonal: bool = field(default=False, init=False, repr=False, compare=False)
     _warned_targets: bool = field(default=False, init=False, repr=False, compare=False)

@@ -370,7 +370,9 @@ class Temperature(Quantity):
             ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
             parameter sits on or past either bound (a parameter never clamped can pass
             them), the bounds rounded to the parameter's dtype (a
-            bfloat16 parameter clamped at ``ln 100`` holds 4.59375).
+            bfloat16 parameter clamped at ``ln 100`` holds 4.59375). A parameter past a bound
+            (more than its rounding) is said once: the bounds may be in other units than the
+            parameter as held (``log s`` bounds without ``log_scale``).
         direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the loss or the
             integration that recorded the scores names (:attr:`BatchView.softmax`,
             :attr:`BatchView.score_direction`: ``"i2t"`` for
@@ -384,8 +386,9 @@ class Temperature(Quantity):
             else False.
 
     Raises:
-        GradlabError: a bad ``clamp``, ``direction`` or ``scale``, or ``inverse`` without a
-            ``scale``.
+        GradlabError: a bad ``clamp``, ``direction`` or ``scale`` (a tensor computed from a
+            parameter, such as ``logit_scale.exp()``, is refused: it would keep the value it
+            had when made), or ``inverse`` without a ``scale``.
 
     Example:
         >>> import math
@@ -449,6 +452,15 @@ class Temperature(Quantity):
                                f"got {type(scale).__name__}")  # fmt: skip
         if isinstance(scale, torch.Tensor) and scale.numel() != 1:
             raise GradlabError(f"scale must hold one value; got shape {tuple(scale.shape)}")
+        if isinstance(scale, torch.Tensor) and scale.requires_grad and not scale.is_leaf:
+            made = type(scale.grad_fn).__name__ if scale.grad_fn is not None else "a view"
+            raise GradlabError(
+                f"scale must be the parameter itself, not a tensor computed from it (made by "
+                f"{made}): it keeps the value it had when made while the parameter trains; "
+                "pass the parameter (open_clip's log s: scale=model.logit_scale, "
+                "log_scale=True) or a callable returning the scale "
+                "(scale=lambda: model.logit_scale.exp())"
+            )
         if not isinstance(inverse, bool):
             raise GradlabError(f"inverse must be True or False; got {inverse!r}")
         if inverse and scale is None:
@@ -665,6 +677,9 @@ class Temperature(Quantity):
             >>> "inverse=True" in str(said[0].message)
             True
         """
+        beyond = self._beyond_clamp(logged)
+        if beyond is not None:
+            return beyond
         if not self._own_gradient or self._told_of_logits:  # nothing to compare, or said
             return None
         closed = logged.get("temperature_log_scale_grad")
@@ -681,10 +696,35 @@ class Temperature(Quantity):
                 f"gradient as dL/d log s, temperature_log_scale_grad_observed = {observed:.4g}, "
                 "disagree: they agree when the watched loss is the objective's only InfoNCE "
                 f"term and scale= is the s = {scale:.4g} it multiplies its scores by. A "
-                "parameter holding the temperature t = 1 / s (logits S / t) needs "
+                "parameter holding log s (open_clip's logit_scale) needs log_scale=True; one "
+                "holding the temperature t = 1 / s (logits S / t) needs "
                 "Temperature(scale=..., inverse=True) (log_scale=True for log t); a wrong "
                 "direction=, or another term of the objective on the parameter, also parts "
                 "them")  # fmt: skip
+
+    def _beyond_clamp(self, logged: dict[str, float]) -> str | None:
+        """Say when the parameter, as held, lies past a bound of ``clamp`` by more than the
+        parameter's rounding (a thousandth of the bound, or of 1): a loop that clamps it keeps
+        it on the bound, so the bounds are likely in other units than the parameter (``log
+        s`` bounds for a scale ``s`` without ``log_scale``, a scale's bounds for ``log s``)."""
+        scale = logged.get("temperature_scale")
+        if self.clamp is None or scale is None or not math.isfinite(scale) or scale <= 0:
+            return None
+        held = 1.0 / scale if self.inverse else scale
+        if self.log_scale:
+            held = math.log(held)
+        low, high = self.clamp
+        slack = 1e-3 * max(1.0, abs(low), abs(high))
+        if low - slack <= held <= high + slack:
+            return None
+        what = ("log t" if self.inverse else "log s") if self.log_scale else (
+            "t" if self.inverse else "s")
+        return (f"the parameter as held, {what} = {held:.4g}, lies past its clamp=({low:g}, "
+                f"{high:g}), so temperature_clamp_hit is 1: a loop that clamps the parameter "
+                "keeps it on a bound, not past it (after its first clamp). clamp= bounds the "
+                "parameter as held: log s with log_scale=True (open_clip: clamp=(0, "
+                "math.log(100))), s without it (clamp=(1, 100)); if the parameter is clamped "
+                "nowhere, leave clamp= out")
 
 
 def _say(message: str) -> None:

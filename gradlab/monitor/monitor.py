@@ -1740,11 +1740,12 @@ class Monitor:
         """Log the last step if its schedule skipped it, then flush and close every sink.
 
         The last step's record holds the quantities that need no gradient (off-schedule steps
-        keep no gradient), read again from the last call's arguments: a call whose first
-        argument is not a tensor (a sentence-transformers loss's features: its score matrix is
-        recorded only on logged steps) adds no last step. Writes the header if nothing was
-        logged in a new folder (a resumed or overwritten run that logged nothing is left as
-        it was). Warns (``RuntimeWarning``)
+        keep no gradient), read again from the last call's arguments: a loss read through the
+        score matrices it records while a logged call runs (a sentence-transformers loss, an
+        open_clip loss wrapped in :class:`~gradlab.integrations.open_clip.RecordingClipLoss`)
+        adds no last step, nor does a call whose first argument is not a tensor. Writes the
+        header if nothing was logged in a new folder (a resumed or overwritten run that logged
+        nothing is left as it was). Warns (``RuntimeWarning``)
         when watched calls were made but :meth:`step` was never called: nothing was logged.
         Under torch.distributed every rank must call ``close`` (the last step is gathered like
         any other), or pass ``log_last_step=False`` (as leaving a ``with`` block by an
@@ -1879,8 +1880,9 @@ class Monitor:
             return None  # no call, or its step never closed
         _, args, kwargs, loss, adapter, versions = self._closed_call
         tensors = call_tensors(args, kwargs)
-        if not tensors or not isinstance(tensors[0], torch.Tensor):
-            return None
+        if not adapter.reads_calls_again or not tensors or not isinstance(tensors[0],
+                                                                          torch.Tensor):
+            return None  # a loss read through what it records while a logged call runs
         if any(tensor._version != version for tensor, version in versions):
             warnings.warn(
                 f"gradlab.Monitor: close() does not log the last step ({step}): the tensors of "

@@ -9,6 +9,7 @@ cross-entropy; SigLIP's ``-log sigmoid``).
 
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -23,7 +24,9 @@ from gradlab.monitor import (
     RelaxationGap,
     Temperature,
     WeightedGradientCounts,
+    default_schedule,
     every,
+    read_jsonl,
 )
 from gradlab.monitor.anatomy import anatomy_values
 from tests.helpers.open_clip_losses import (
@@ -233,6 +236,9 @@ def test_bad_arguments_are_refused():
     with pytest.raises(GradlabError, match="recorded no score matrix"):
         adapter.capture([], None, 0.01, recorded=[])
     assert open_clip_adapter(StandInClipLoss(), None) is None
+    with pytest.raises(GradlabError, match=r"^loss is wrapped already: pass the "
+                       r"RecordingClipLoss itself, or the StandInClipLoss it wraps"):
+        RecordingClipLoss(RecordingClipLoss(StandInClipLoss()))
 
 
 
@@ -463,6 +469,10 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
                                  r"outside torch.autocast; got torch.float32 and torch.float16"),
     (lambda i, t: (i, t, torch.ones(2)), r"logit_scale must hold one value; got shape \(2,\)"),
     (lambda i, t: (i, t, torch.tensor(10.0), torch.ones(3)), "logit_bias must hold one value"),
+    (lambda i, t: (i[:0], t[:0]), r"image_features must hold at least one row \(an image of a "
+                                  r"pair\); got shape \(0, 8\)$"),
+    (lambda i, t: (i, t, "14"), "logit_scale must be a tensor or a number; got str '14'$"),
+    (lambda i, t: (i, t, 10.0, "0"), "logit_bias must be a tensor or a number; got str '0'$"),
 ])  # fmt: skip
 def test_a_bad_call_is_one_error_naming_the_argument(call, message):
     clip_loss, _ = loss_classes("stand-in")
@@ -527,3 +537,115 @@ def test_a_logit_scale_given_as_a_number_is_read_as_the_scale(tmp_path):
         loss_fn(images, texts, 20.0).backward()
         record = monitor.step()
     assert record["temperature_scale"] == 20.0
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_parameter_given_as_logit_scale_is_a_call_like_any_other(tmp_path, source):
+    # a model that holds s itself: the wrapper kept the call's scale as a module attribute,
+    # which registered the Parameter, and the call failed (KeyError) half-patched
+    clip_loss, _ = loss_classes(source)
+    images, texts = features(1, 6, seed=5)
+    scale = torch.nn.Parameter(torch.tensor(10.0))
+    expected = clip_loss()(images, texts, scale)
+    (expected_grad,) = torch.autograd.grad(expected, scale)
+    wrapper = RecordingClipLoss(clip_loss())
+    with gradlab.Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
+        loss_fn = monitor.watch(wrapper)
+        for _ in range(2):  # the second call finds nothing left of the first
+            loss = loss_fn(images, texts, scale)
+            (grad,) = torch.autograd.grad(loss, scale)
+            monitor.step()
+    assert loss.item() == expected.item() and torch.equal(grad, expected_grad)
+    assert list(wrapper.parameters()) == [] and wrapper.call_scale is None
+    assert wrapper.loss.get_logits.__func__ is type(wrapper.loss).get_logits
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_close_adds_no_last_step_and_says_nothing_for_the_recorded_logits(tmp_path, source,
+                                                                          kind):  # fmt: skip
+    # the logits are recorded during a logged call only: close() read the last call again
+    # and warned that it recorded no matrix (ClipLoss) or that its tensors had changed in
+    # place (SigLipLoss, whose logit_bias the optimizer moves)
+    clip_loss, siglip_loss = loss_classes(source)
+    images, texts = features(1, 6, seed=2)
+    bias = torch.nn.Parameter(torch.tensor(-3.0))
+    steps = 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monitor = gradlab.Monitor(tmp_path)  # the default schedule
+        loss_fn = monitor.watch(RecordingClipLoss(siglip_loss() if kind == "siglip"
+                                                  else clip_loss()))  # fmt: skip
+        optimizer = torch.optim.SGD([bias], lr=0.1)
+        for _ in range(steps):
+            loss = loss_fn(images.requires_grad_(), texts, torch.tensor(10.0),
+                           bias if kind == "siglip" else None)  # fmt: skip
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            monitor.step()
+        monitor.close()
+    schedule = default_schedule()
+    logged = [record["step"] for record in read_jsonl(tmp_path / "metrics.jsonl")[1]]
+    assert logged == [step for step in range(steps) if schedule(step)]
+
+
+def _said_of_temperature(tmp_path, quantity, logit_scale):
+    """What a logged ClipLoss step with ``quantity`` warned (gradlab's warnings only)."""
+    clip_loss, _ = loss_classes("stand-in")
+    images, texts = features(1, 6, seed=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
+            loss_fn(images, texts, logit_scale.exp()).backward()
+            record = monitor.step()
+    return record, [str(w.message) for w in caught if "gradlab" in str(w.message)]
+
+
+@pytest.mark.parametrize(("settings", "held", "beyond"), [
+    ({"clamp": (0.0, math.log(100))}, 20.0, True),  # log bounds on s itself: 20 > 4.6
+    ({"log_scale": True, "clamp": (0.0, math.log(100))}, math.log(20.0), False),
+    ({"log_scale": True, "clamp": (0.0, math.log(20.0))}, math.log(20.0), False),  # on it
+    ({"clamp": (1.0, 20.0)}, 20.0, False),
+    ({"clamp": (1.0, 10.0)}, 20.0, True),  # past it: never clamped, or other units
+    ({"log_scale": True, "clamp": (3.5, 100.0)}, math.log(20.0), True),  # 3.0 < 3.5
+])  # fmt: skip
+def test_a_parameter_past_its_clamp_is_said_to_be_in_other_units(tmp_path, settings, held,
+                                                                  beyond):  # fmt: skip
+    # Temperature(clamp=(0, ln 100)) without log_scale compared s = 20 with ln 100 and logged
+    # a clamp hit without a word
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    record, said = _said_of_temperature(tmp_path, Temperature(every(1), **settings), logit_scale)
+    low, high = settings["clamp"]
+    assert record["temperature_clamp_hit"] == float(not low < held < high)
+    past = [message for message in said if "lies past its clamp" in message]
+    assert len(past) == int(beyond), said
+    if beyond:
+        what = "log s" if settings.get("log_scale") else "s"
+        assert f"the parameter as held, {what} = {held:.4g}, lies past its clamp=" in past[0]
+
+
+def test_a_scale_computed_from_the_parameter_is_refused_naming_what_to_pass():
+    # Temperature(scale=model.logit_scale.exp()) logged the value at construction at every
+    # step while the parameter trained, and read .grad of a non-leaf tensor
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    with pytest.raises(GradlabError) as caught:
+        Temperature(every(1), scale=logit_scale.exp())
+    assert str(caught.value) == (
+        "scale must be the parameter itself, not a tensor computed from it (made by "
+        "ExpBackward0): it keeps the value it had when made while the parameter trains; pass "
+        "the parameter (open_clip's log s: scale=model.logit_scale, log_scale=True) or a "
+        "callable returning the scale (scale=lambda: model.logit_scale.exp())")
+    with torch.no_grad():  # a constant: a number as good as any
+        Temperature(every(1), scale=logit_scale.exp())
+    Temperature(every(1), scale=lambda: logit_scale.exp())
+
+
+def test_a_log_scale_parameter_read_as_the_scale_is_said_to_need_log_scale(tmp_path):
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    record, said = _said_of_temperature(tmp_path, Temperature(every(1), scale=logit_scale),
+                                        logit_scale)  # fmt: skip
+    assert record["temperature_scale"] == pytest.approx(math.log(20.0), rel=1e-6)  # read as s
+    (disagree,) = [message for message in said if "disagree" in message]
+    assert "A parameter holding log s (open_clip's logit_scale) needs log_scale=True" in disagree

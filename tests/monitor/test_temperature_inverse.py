@@ -89,7 +89,8 @@ def test_a_temperature_given_as_a_scale_is_said_once_naming_inverse(tmp_path, lo
         "the parameter's gradient as dL/d log s, temperature_log_scale_grad_observed = "
         f"{observed:.4g}, disagree: they agree when the watched loss is the objective's only "
         f"InfoNCE term and scale= is the s = {scale:.4g} it multiplies its scores by. A "
-        "parameter holding the temperature t = 1 / s (logits S / t) needs "
+        "parameter holding log s (open_clip's logit_scale) needs log_scale=True; one "
+        "holding the temperature t = 1 / s (logits S / t) needs "
         "Temperature(scale=..., inverse=True) (log_scale=True for log t); a wrong direction=, "
         "or another term of the objective on the parameter, also parts them")
 
