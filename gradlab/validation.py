@@ -360,7 +360,7 @@ def check_in_range(
     closing = ")" if high == math.inf else "]"
     why = f" ({reason})" if reason else ""
     message = (f"{name} must be a finite number in [{low:g}, {high:g}{closing}{why}; got "
-               f"{value!r}{_not_a_tensor(value)}")  # fmt: skip
+               f"{_shown_as_number(value)}")  # fmt: skip
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise GradlabError(message)
     number = float(value)
@@ -490,10 +490,15 @@ def check_embeddings_and_labels(
         check_finite(rows, embeddings)
 
 
-def _not_a_tensor(value: object) -> str:
-    """What a message adds when a number was given as a tensor: how to pass it."""
-    return (" (a Python number, not a tensor: pass float(x), or x.item())"
-            if isinstance(value, torch.Tensor) else "")  # fmt: skip
+def _shown_as_number(value: object) -> str:
+    """How a message shows what was given for a number: its repr, and for a tensor of one
+    value how to pass it; a tensor of several values by its dtype and shape (its repr would
+    fill the screen), as an argument given in another's place."""
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        return (f"a {value.dtype} tensor of shape {tuple(value.shape)} (several values, not "
+                "one number: an argument given in another's place? see the signature)")
+    return f"{value!r}" + (" (a Python number, not a tensor: pass float(x), or x.item())"
+                           if isinstance(value, torch.Tensor) else "")  # fmt: skip
 
 
 def check_positive_finite(name: str, value: object) -> float:
@@ -504,8 +509,8 @@ def check_positive_finite(name: str, value: object) -> float:
         1.0
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GradlabError(f"{name} must be a positive finite number; got {value!r}"
-                           f"{_not_a_tensor(value)}")  # fmt: skip
+        raise GradlabError(f"{name} must be a positive finite number; got "
+                           f"{_shown_as_number(value)}")  # fmt: skip
     number = float(value)
     if not math.isfinite(number) or number <= 0:
         raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
@@ -520,8 +525,8 @@ def check_non_negative_finite(name: str, value: object) -> float:
         0.0
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}"
-                           f"{_not_a_tensor(value)}")  # fmt: skip
+        raise GradlabError(f"{name} must be a non-negative finite number; got "
+                           f"{_shown_as_number(value)}")  # fmt: skip
     number = float(value)
     if not math.isfinite(number) or number < 0:
         raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")

@@ -486,3 +486,19 @@ def test_no_fix_is_suggested_where_no_one_call_makes_the_input(value, ndims, kin
     # None is usually a missing input, a string no data; a 2-D matrix is no 1-D vector by
     # reshaping, and a complex tensor no real one by a cast that drops its imaginary part.
     assert _refusal(lambda: check_tensor("x", value, ndims=ndims, kind=kind)) == message
+
+
+@pytest.mark.parametrize(("check", "what"), [
+    (check_positive_finite, "a positive finite number"),
+    (check_non_negative_finite, "a non-negative finite number"),
+    (lambda name, value: check_in_range(name, value, 1e-30), "a finite number in [1e-30, inf)"),
+])  # fmt: skip
+def test_a_tensor_of_several_values_given_for_a_number_is_shown_by_dtype_and_shape(check, what):
+    # operating_region_proportion(scores, positives) put a [64, 64] mask in tau's place: the
+    # message printed the whole mask and told to pass float(x)
+    mask = torch.eye(64, dtype=torch.bool)
+    assert _refusal(lambda: check("tau", mask)) == (
+        f"tau must be {what}; got a torch.bool tensor of shape (64, 64) (several values, not "
+        "one number: an argument given in another's place? see the signature)")
+    assert _refusal(lambda: check("tau", torch.tensor([0.5]))).endswith(
+        "got tensor([0.5000]) (a Python number, not a tensor: pass float(x), or x.item())")
