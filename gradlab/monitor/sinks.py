@@ -1098,7 +1098,9 @@ def _why_unreadable(raw: bytes) -> tuple[str | None, object]:
     try:
         value = json.loads(line)
     except json.JSONDecodeError:
-        return "not valid JSON (a write cut short?)", None
+        if raw.endswith(b"\n"):  # a whole line: no write of gradlab's was cut short there
+            return "not valid JSON (a line edited by hand, or written by another program?)", None
+        return "not valid JSON (a write cut short?)", None  # the last line, without its end
     if not isinstance(value, dict):
         kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}
         return f"not a JSON object (a JSON {kind.get(type(value), 'number')})", None

@@ -763,6 +763,15 @@ def plot_runs(
     # the runs as the legends name them (given labels, or load_runs's of their folders)
     named = list(labels) if labels is not None else _default_labels(
         [run_folder(run_dir) for run_dir in run_dirs])
+    drawn_names = {name for name, _ in runs}
+    unknown = [name for name, run_headers in zip(named, headers, strict=True)
+               if not run_headers and name in drawn_names]  # fmt: skip
+    if unknown:  # a file gradlab.Monitor did not write whole: said, then drawn
+        warnings.warn(
+            f"{', '.join(unknown)}: no header line before the logged steps (gradlab.Monitor "
+            "writes one first, with the run's settings): tau, preset and schedules unknown, "
+            "so no tau is compared with the other runs' or said on the figures; drawn as "
+            "logged", UserWarning, stacklevel=caller_stacklevel())  # fmt: skip
     mixed = _mixed_taus([family for family in present if family in TAU_FAMILIES], named,
                         headers)  # fmt: skip
     default_tau = _default_tau(headers)

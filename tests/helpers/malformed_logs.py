@@ -2,7 +2,8 @@
 
 MALFORMED = {
     "not UTF-8 (a latin-1 byte)": (b'{"step": 1, "note": "caf\xe9"}\n', "not UTF-8 text"),
-    "cut short": (b'{"step": 1, "a": 0.\n', "not valid JSON (a write cut short?)"),
+    "not JSON": (b'{"step": 1, "a": 0.\n', "not valid JSON (a line edited by hand, or written "
+                                          "by another program?)"),
     "a JSON array": (b"[1, 2, 3]\n", "not a JSON object (a JSON array)"),
     "a JSON number": (b"42\n", "not a JSON object (a JSON number)"),
     "JSON null": (b"null\n", "not a JSON object (a JSON null)"),

@@ -117,7 +117,8 @@ def test_a_damaged_line_read_by_a_resumption_is_warned_at_the_monitors_line(tmp_
     resumed.close()
     bad = [w for w in caught if "skipped a line" in str(w.message)]
     assert [(w.filename, str(w.message)) for w in bad][:1] == [
-        (__file__, f"{log}:3: skipped a line that is not valid JSON (a write cut short?)")]
+        (__file__, f"{log}:3: skipped a line that is not valid JSON (a line edited by hand, or "
+        "written by another program?)")]
     assert resumed.step_count == 3
 
 

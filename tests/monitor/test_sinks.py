@@ -369,6 +369,18 @@ def test_a_malformed_line_is_skipped_with_a_warning_naming_it(tmp_path, reader, 
     assert str(raised.value).endswith(f"this one is {reason}")
 
 
+def test_only_a_last_line_without_its_end_is_said_to_be_a_write_cut_short(tmp_path):
+    # a line followed by a line end was written whole: "a write cut short?" misled there
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(GOOD + b'{"step": 1, "a": 0.\n' + b'{"step": 2, "a": 0.5}\n{"step": 3, "a')
+    with pytest.warns(UserWarning) as caught:
+        _, records = read_jsonl(path)
+    assert [r["step"] for r in records] == [0, 2]
+    assert [str(w.message) for w in caught] == [
+        f"{path}:3: skipped 2 of 5 lines (line 3: not valid JSON (a line edited by hand, or "
+        "written by another program?); line 5: not valid JSON (a write cut short?))"]
+
+
 def test_several_malformed_lines_are_counted_in_one_warning(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(GOOD + b"null\n\xff\xfe\nnull\n[]\n" + b'{"step": 1, "a": 1}\n')
@@ -615,7 +627,8 @@ def test_the_last_step_of_a_log_skips_a_bad_line_with_a_warning_and_a_cut_end_qu
         warnings.simplefilter("always")
         assert last_jsonl_step(log) == 2
     assert [(w.category, str(w.message)) for w in caught] == [
-        (UserWarning, f"{log}:3: skipped a line that is not valid JSON (a write cut short?)")]
+        (UserWarning, f"{log}:3: skipped a line that is not valid JSON (a line edited by hand, or "
+        "written by another program?)")]
 
 
 def test_the_last_steps_warning_of_a_bad_line_points_at_its_caller(tmp_path):

@@ -304,7 +304,7 @@ def _no_step_left(folder, reason):
 
 def test_a_log_with_no_readable_line_is_left_out_of_an_overlay_with_its_reason(tmp_path):
     """The runs after it are read too, and the warning names the line that called."""
-    line, reason = MALFORMED["cut short"]
+    line, reason = MALFORMED["not JSON"]
     cut = _unreadable(tmp_path / "cut", line)
     with pytest.warns(UserWarning) as caught:
         loaded = load_runs([cut, _run(tmp_path / "good", loss=LOSS)], ["cut", "good"])
@@ -314,7 +314,7 @@ def test_a_log_with_no_readable_line_is_left_out_of_an_overlay_with_its_reason(t
 
 
 def test_logs_none_of_which_has_a_readable_line_are_refused_with_each_ones_reason(tmp_path):
-    (cut_line, cut_reason), (array_line, array_reason) = (MALFORMED["cut short"],
+    (cut_line, cut_reason), (array_line, array_reason) = (MALFORMED["not JSON"],
                                                           MALFORMED["a JSON array"])
     cut = _unreadable(tmp_path / "cut", cut_line)
     array = _unreadable(tmp_path / "array", array_line)
@@ -1484,6 +1484,27 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
             warnings.simplefilter("always")
             plot_runs(pair, out=tmp_path / "quiet", overview=False)
         assert not [w for w in caught if "different taus" in str(w.message)]
+
+
+def test_a_log_without_a_header_is_drawn_and_said_to_have_unknown_settings(tmp_path):
+    # a metrics.jsonl cut of its header was drawn beside another run without a word, and the
+    # tau comparison skipped it
+    bare = _log(tmp_path / "bare", (None, _records(loss=LOSS, p_seed=P_SEED)))
+    headed = _log(tmp_path / "headed", ({"config": {"tau": 0.1}},
+                                        _records(loss=LOSS, p_seed=P_SEED)))  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        written = plot_runs([bare, headed], out=tmp_path / "figures", overview=False)
+    said = [(str(w.message), w.filename) for w in caught if "no header line" in str(w.message)]
+    assert said == [(
+        "bare: no header line before the logged steps (gradlab.Monitor writes one first, with "
+        "the run's settings): tau, preset and schedules unknown, so no tau is compared with "
+        "the other runs' or said on the figures; drawn as logged", __file__)]
+    assert tmp_path / "figures" / "loss.png" in written
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_runs([headed], out=tmp_path / "alone", overview=False)
+    assert not [w for w in caught if "no header line" in str(w.message)]
 
 
 @pytest.mark.slow

@@ -1212,7 +1212,7 @@ def test_a_run_cut_in_its_header_is_drawn_without_like_a_run_without_steps(tmp_p
     drawn = _run(tmp_path / "drawn")
     cut = tmp_path / "cut"
     cut.mkdir()
-    (cut / "metrics.jsonl").write_bytes(b'{"header": {"gradlab": "0.2.0", "con\n')
+    (cut / "metrics.jsonl").write_bytes(b'{"header": {"gradlab": "0.2.0", "con')  # no line end
     with pytest.warns(UserWarning) as caught:
         written = plot_runs([drawn, cut], tmp_path / "figs")
     log = cut / "metrics.jsonl"
