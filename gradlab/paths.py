@@ -38,8 +38,10 @@ __all__ = ["check_output_file", "check_output_folder", "check_own_output_file", 
 def _as_path(path: object, argument: str, kind: str) -> Path:
     """``path`` as a Path, a leading ``~`` or ``~user`` expanded (as a shell would: a quoted
     ``"~/run"`` or ``--out=~/figures`` reaches gradlab unexpanded)."""
-    if not isinstance(path, (str, os.PathLike)) or str(path).strip() == "":
+    if not isinstance(path, (str, os.PathLike)):
         raise GradlabError(f"{argument} must be a {kind} path (str or os.PathLike); got {path!r}")
+    if str(path).strip() == "":  # an empty shell variable, --out ""
+        raise GradlabError(f"{argument} must be a non-empty {kind} path; got {str(path)!r}")
     if isinstance(path, str) and path == "-":  # standard output in shells; Path("-") is a name
         raise GradlabError(f"{argument} must be a {kind} path; got '-', which gradlab does not "
                            f"read as standard output: name a {kind} (./- or Path('-') for one "

@@ -413,7 +413,7 @@ def test_calls_after_the_last_step_do_not_hide_it_from_close(tmp_path, after):
         (lambda tmp: tmp / "file.txt" / "run", {}, r"log_dir must be a folder.*is a file"),
         (lambda tmp: 42, {}, r"log_dir must be a folder path .*got 42"),
         (lambda tmp: None, {}, r"log_dir must be a folder path .*got None"),
-        (lambda tmp: "", {}, r"log_dir must be a folder path .*got ''"),
+        (lambda tmp: "", {}, r"^log_dir must be a non-empty folder path; got ''$"),
         (lambda tmp: tmp, {"resume": "yes"}, r"^resume must be True or False; got 'yes'$"),
         (lambda tmp: tmp, {"overwrite": 1}, r"^overwrite must be True or False; got 1$"),
         (

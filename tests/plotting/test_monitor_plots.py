@@ -163,7 +163,7 @@ def test_an_empty_log_is_refused_as_empty_and_left_out_beside_another(tmp_path, 
     ("arguments", "message"),
     [
         (lambda run, tmp: [run, "--out", str(tmp / "a_file")], r"--out must .*an existing file"),
-        (lambda run, tmp: [run, "--out", ""], r"--out must be a folder path .*; got ''"),
+        (lambda run, tmp: [run, "--out", ""], r"--out must be a non-empty folder path; got ''$"),
         (lambda run, tmp: [run, "--label", ""], r"--label must be non-empty strings; got ''"),
         (lambda run, tmp: [run, run, "--label", "a", "--label", "a"], r"'a' more than once"),
         (lambda run, tmp: [run, f"{run}/metrics.jsonl"], r"name each run once; got .*run more"),
