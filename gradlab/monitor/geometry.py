@@ -416,18 +416,20 @@ class Temperature(Quantity):
     input_free_keys = frozenset({"temperature_scale", "temperature_log_scale_grad_observed",
                                  "temperature_clamp_hit"})  # fmt: skip
     plots = (
-        Plot("temperature", "Softmax scale s (1 / temperature)", "scale", (
+        Plot("temperature", "Scale s of the logits (1 / temperature)", "scale", (
             ("temperature_scale", "scale s"),),
              reading=("The scale s (1 / temperature) that the loss multiplies its scores by: the "
                       "larger s, the sharper the loss tells the highest-scored candidates from "
                       "the rest.")),
-        Plot("temperature_gradient", "dL/d log s: softmax-expected logit minus the positive "
-             "logit (< 0: the loss wants a larger scale)", "dL/d log s", (
-                 ("temperature_log_scale_grad", "closed form"),
+        Plot("temperature_gradient", "dL/d log s (< 0: the loss wants a larger scale)",
+             "dL/d log s", (
+                 ("temperature_log_scale_grad",
+                  "closed form of a softmax: expected minus positive logit"),
                  ("temperature_log_scale_grad_observed", "the parameter's gradient")),
-             reading=("Which way the loss pulls the scale: dL/d log s in closed form and the "
-                      "gradient the parameter received (below 0: a larger scale would lower the "
-                      "loss).")),
+             reading=("Which way the loss pulls the scale: the gradient the parameter received "
+                      "as dL/d log s and, for a softmax loss, its closed form (the "
+                      "softmax-expected logit minus the positive logit; a sigmoid loss such as "
+                      "SigLIP's has none); below 0, a larger scale would lower the loss.")),
         Plot("temperature_clamp", "Scale on its clamp (0/1)", "hit", (
             ("temperature_clamp_hit", "clamp hit"),), zero_based=True,
              reading=("Whether the scale sits on a bound of its clamp (open_clip's logit scale "
