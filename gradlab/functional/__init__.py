@@ -1,5 +1,45 @@
 """Pure torch functions: the math of gradlab lives here and only here.
 
+Every function takes tensors in one convention (the glossary of the docs): ``scores [Q, C]``
+with ``positives [Q, C]`` bool and an optional ``candidate_mask [Q, C]``, or ``embeddings
+[B, d]`` with ``labels [B]``. By the question they answer:
+
+- Which pairs receive gradient, for any loss on a score matrix: ``gradient_anatomy``
+  (``GradientAnatomy``), ``false_negative_suspects``, ``suspect_summary``
+  (``SuspectSummary``), ``content_hashes``.
+- SmoothAP's sigmoid and its operating region (Brown et al. 2020; Bleeker & de Rijke 2022):
+  ``smooth_ap``, ``tempered_sigmoid``, ``sigmoid_slope``, ``operating_region_width``,
+  ``operating_region_widths``, ``operating_region_is_empty``, ``operating_region_proportion``,
+  ``expected_operating_region_proportion``, ``gradient_counts`` (``GradientCountSummary``).
+- SmoothAP's gradient in terms ``AD - CB``: ``smooth_ap_decomposition``
+  (``SmoothAPDecomposition``), ``in_batch_decomposition``, ``decomposition_norms``.
+- Losses as functions (the modules of :mod:`gradlab.losses` wrap them): ``smooth_ap_loss``,
+  ``mean_ap_loss``, ``fastap``, ``fastap_loss``, ``blackbox_ap``, ``blackbox_ap_loss``,
+  ``descending_ranks`` (``BlackboxRanks``), ``nt_xent_loss``, ``max_violation_triplet_loss``,
+  ``sigmoid_pair_loss``, ``fappy_loss``.
+- Exact retrieval metrics: ``tie_aware_ap``, ``tie_aware_dcg``, ``tie_aware_ndcg``,
+  ``harmonic_number``, ``recall_at_k``, ``retrieval_report``, ``retrieval_at_scale``,
+  ``precision_at_1``, ``r_precision``, ``map_at_r``, ``nearest_neighbours``.
+- Relaxed tie-aware ranking and harmonic sums as logarithms (He et al. 2018):
+  ``relaxed_tie_aware_ap``, ``relaxed_tie_aware_dcg``, ``soft_histogram``,
+  ``triangular_kernel``, ``relaxed_hamming_distances``, ``minibatch_objective_terms``,
+  ``minibatch_gradient_matrix_form``, ``harmonic_gap``, ``harmonic_rate``, ``discount_gap``,
+  ``discount_rate``, ``harmonic_log_error`` (``HarmonicLogError``), ``logarithmic_integral``,
+  ``HARMONIC_METHODS``.
+- The false-positive probability (Zhong et al.): ``false_positive_probability``,
+  ``fappy_deltas``, ``fappy_gradient_closed_form``, ``fappy_lemma1_as_printed``,
+  ``cosine_from_euclidean``, ``euclidean_from_cosine``.
+- Geometry and temperature of embeddings (Wang & Isola 2020; Garrido et al. 2023):
+  ``alignment``, ``uniformity``, ``in_batch_alignment_uniformity``, ``effective_rank``
+  (``EffectiveRank``), ``normalized_std``, ``modality_gap``, ``query_margins``,
+  ``in_batch_margins`` (``QueryMargins``), ``chance_level``, ``temperature_gradient``.
+- Score matrices from embeddings: ``in_batch_layout``, ``cross_modal_layout``
+  (``RetrievalLayout``), ``in_batch_retrieval``, ``drop_diagonal``.
+
+``smooth_ap``, ``fastap``, ``blackbox_ap``, ``gradient_anatomy`` and ``retrieval_at_scale``
+are functions here that share their module's name: a module's other names are imported from
+it (``from gradlab.functional.gradient_anatomy import DEFAULT_ABSOLUTE_THRESHOLD``).
+
 Constants: ``HARMONIC_METHODS``, the continuous stand-ins that :func:`harmonic_gap` and
 :func:`discount_gap` accept:
 

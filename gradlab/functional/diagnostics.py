@@ -58,6 +58,25 @@ def in_batch_decomposition(
     ``include_query`` a query is not its own candidate. float16 and bfloat16 embeddings are
     normalised and decomposed in float32, the result returned in their dtype.
 
+    Args:
+        embeddings: ``[B, d]`` float embeddings (``d >= 1``), finite; each row is a query and
+            every row a candidate.
+        labels: ``[B]`` integer labels: the positives of a query share its label.
+        tau: the sigmoid's temperature, finite and at least ``1e-30``.
+        include_query: keep each query as a candidate and as its own positive, as the
+            official Smooth-AP code and pytorch-metric-learning do (False: left out of its
+            own ranking, Brown et al. 2020, Eq. 1).
+
+    Returns:
+        A :class:`~gradlab.functional.SmoothAPDecomposition` with ``Q = B`` queries, as
+        :func:`~gradlab.functional.smooth_ap_decomposition` returns it: a query with no other
+        item of its label has no AP, and its ``grad`` is NaN.
+
+    Raises:
+        GradlabError: embeddings that are not ``[B, d]`` finite floats, labels that are not
+            ``[B]`` integers on their device, ``tau`` outside ``[1e-30, inf)``, or
+            ``include_query`` not a bool.
+
     Example:
         >>> import torch
         >>> from gradlab.functional import in_batch_decomposition
