@@ -96,7 +96,12 @@ def _check_scores_and_labels(scores: object, labels: object, name: str, kind: st
     return scores.dim() == 1
 
 
-def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+def tie_aware_ap(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    *,
+    candidate_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Tie-aware average precision per query (He et al. 2018, suppl., Eq. 2-3; McSherry & Najork).
 
     Args:
@@ -105,18 +110,41 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
             (unsigned scores are refused: negated unsigned distances wrap around, ``-1`` is
             255 in ``uint8``, 65535 in ``uint16``).
         positives: bool tensor of the same shape, ``True`` where an item is relevant.
+        candidate_mask: optional bool tensor of the same shape, ``False`` where an entry is
+            no candidate of its query: left out of the ranking (not above, not tied with any
+            candidate) and not relevant whatever ``positives`` says. For a batch scored
+            against itself, ``~torch.eye(B, dtype=torch.bool)`` leaves each query out of its
+            own ranking. ``None``: every entry is a candidate.
 
     Returns:
         float64 ``[Q]`` (0-d for ``[C]`` input): the expected AP over all tie-consistent
-        orderings. NaN for a query without positives. Without ties it is ordinary AP.
+        orderings. NaN for a query without positives (among its candidates). Without ties
+        it is ordinary AP.
+
+    Raises:
+        GradlabError: scores that are not finite real or signed integer ``[C]`` or ``[Q, C]``
+            tensors, or ``positives`` / ``candidate_mask`` not bool tensors of their shape and
+            device.
 
     Example:
         >>> import torch
         >>> from gradlab.functional import tie_aware_ap
         >>> tie_aware_ap(torch.tensor([2, 1, 1]), torch.tensor([False, True, False]))
         tensor(0.4167, dtype=torch.float64)
+        >>> scores = torch.tensor([[1.0, 0.9, 0.2], [0.9, 1.0, 0.1], [0.2, 0.1, 1.0]])
+        >>> same_class = torch.tensor([[True, True, False], [True, True, False],
+        ...                            [False, False, True]])
+        >>> tie_aware_ap(scores, same_class)  # each query its own top positive
+        tensor([1., 1., 1.], dtype=torch.float64)
+        >>> tie_aware_ap(scores, same_class, candidate_mask=~torch.eye(3, dtype=torch.bool))
+        tensor([1., 1., nan], dtype=torch.float64)
     """
     single = _check_scores_and_labels(scores, positives, "positives", "bool")
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(1, 2), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
+        positives = positives & candidate_mask  # no candidate, no positive
     rows, rel = (scores.unsqueeze(0), positives.unsqueeze(0)) if single else (scores, positives)
     # Only the groups that hold a positive have a term. Their counts are integers (exact),
     # read from each row's sort; their terms are placed at their group's index in a [Q, C]
@@ -124,9 +152,18 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     # over every group would.
     size = rows.shape[1]
     sorted_scores, order = rows.sort(dim=1, descending=True, stable=True)
+    outside = None
+    if candidate_mask is not None:  # the entries that are no candidates after all the others
+        kept = (candidate_mask.unsqueeze(0) if single else candidate_mask).gather(1, order)
+        _, last = (~kept).to(torch.uint8).sort(dim=1, stable=True)
+        order = order.gather(1, last)
+        sorted_scores = rows.gather(1, order)
+        outside = ~kept.gather(1, last)
     ranked = rel.gather(1, order)
     starts = torch.ones_like(ranked)  # rank r opens a tie group
     starts[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
+    if outside is not None:  # each its own group: tied with no candidate
+        starts |= outside
     query, rank = ranked.nonzero(as_tuple=True)  # each query's positives, in rank order
     if bool(starts.all()):  # no ties: every group is one item, group = rank
         group, opened, closed = rank, None, None

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 
 from gradlab import GradlabError
-from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
+from gradlab.functional import in_batch_retrieval, tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
 from gradlab.functional.tie_aware import (
     harmonic_number,
     tie_aware_ap_at_positives,
@@ -133,6 +133,50 @@ def test_ap_at_positives_equals_the_tie_averaged_loop(seed, levels, with_candida
         )
         assert got[q].item() == pytest.approx(expected, abs=1e-12)
         assert from_counts[q].item() == pytest.approx(expected, abs=1e-12)
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    levels=st.sampled_from([2, 4, 1000]),  # heavy ties, some, (almost) none
+    integer=st.booleans(),
+)
+@pytest.mark.slow
+def test_ap_with_a_candidate_mask_is_the_tie_averaged_ap_of_the_kept(seed, levels, integer):
+    """Entries outside the mask are no candidates: neither above a positive, nor tied with
+    one, nor relevant (brute force over the kept entries' tie-consistent orders)."""
+    rng = np.random.default_rng(seed)
+    rows, size = 5, 7
+    scores = rng.integers(0, levels, size=(rows, size))
+    positives = rng.random((rows, size)) < 0.4
+    kept = rng.random((rows, size)) < 0.7
+    kept[0] = True  # a query with every entry kept: as without a mask
+    kept[1] = False  # none kept: no positive, NaN
+    tensor = torch.from_numpy(scores if integer else scores.astype(np.float32))
+    got = tie_aware_ap(tensor, torch.from_numpy(positives), candidate_mask=torch.from_numpy(kept))
+    for q in range(rows):
+        keep = [c for c in range(size) if kept[q, c]]
+        relevant = positives[q, keep].tolist()
+        if not any(relevant):
+            assert math.isnan(got[q].item())
+            continue
+        expected = expected_over_ties(average_precision, scores[q, keep].tolist(), relevant)
+        assert got[q].item() == pytest.approx(expected, abs=1e-12)
+    one = tie_aware_ap(tensor[2], torch.from_numpy(positives[2]),
+                       candidate_mask=torch.from_numpy(kept[2]))  # fmt: skip
+    assert one.dim() == 0 and (one.item() == got[2].item() or math.isnan(got[2].item()))
+
+
+def test_a_batch_scored_against_itself_leaves_each_query_out_with_the_mask():
+    # the square in-batch matrix with its diagonal read as candidates ranked each query first
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.nn.functional.normalize(torch.randn(12, 5, generator=generator), dim=1)
+    labels = torch.arange(12) % 4
+    square = embeddings @ embeddings.T
+    same = labels[:, None] == labels[None, :]
+    without_self = tie_aware_ap(square, same, candidate_mask=~torch.eye(12, dtype=torch.bool))
+    scores, positives = in_batch_retrieval(embeddings, labels)  # [12, 11]: the column dropped
+    assert torch.equal(without_self, tie_aware_ap(scores, positives))
+    assert (tie_aware_ap(square, same) > without_self).all()  # itself a positive, first
 
 
 def test_ap_at_positives_matches_the_sorting_path_on_large_float32_rows():
@@ -266,6 +310,13 @@ def _with_value_checks_skipped(call):
         (lambda: tie_aware_ap_at_positives(
             torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2, dtype=torch.bool,
                                                              device="meta")),
+         "tensors must be on one device; got scores on cpu, candidate_mask on meta$"),
+        (lambda: tie_aware_ap(ROW3, FLAGS3, candidate_mask=torch.ones(3)),
+         r"candidate_mask must be a bool tensor; got torch.float32"
+         r" \(a 0/1 mask: pass candidate_mask\.bool\(\)\)$"),
+        (lambda: tie_aware_ap(ROW3, FLAGS3, candidate_mask=FLAGS3[:2]),
+         r"candidate_mask must have shape \(3,\) \(one flag per score\); got \(2,\)$"),
+        (lambda: tie_aware_ap(ROW3, FLAGS3, candidate_mask=FLAGS3.to("meta")),
          "tensors must be on one device; got scores on cpu, candidate_mask on meta$"),
         (lambda: tie_aware_dcg(ROW3, torch.ones(3, dtype=torch.long)),
          r"gains must have a floating dtype; got torch.int64; pass gains\.float\(\)$"),
