@@ -138,22 +138,40 @@ def _stepped_headers(run_dirs: Sequence[str | Path]) -> list[list[dict]]:
     return [stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl") for run_dir in run_dirs]
 
 
+def _run_taus(run_headers: list[dict]) -> list[float]:
+    """The taus a run's stepped headers were logged at, in increasing order (none unknown)."""
+    taus = set()
+    for header in run_headers:
+        config = header.get("config") if isinstance(header, dict) else None
+        tau = config.get("tau") if isinstance(config, dict) else None
+        if isinstance(tau, (int, float)) and not isinstance(tau, bool):
+            taus.add(float(tau))
+    return sorted(taus)
+
+
+def _named_with_taus(runs: list[Run], names: Sequence[str],
+                     headers: list[list[dict]]) -> list[Run]:  # fmt: skip
+    """``runs`` with each legend name followed by the taus its log was written at (``a (tau
+    0.01)``), for figures of runs at different taus: the PNG says what the warning said. A
+    run of no known tau keeps its name."""
+    taus = {name: _run_taus(run_headers)
+            for name, run_headers in zip(names, headers, strict=True)}  # fmt: skip
+    return [(f"{name} (tau {', '.join(f'{tau:g}' for tau in taus[name])})"
+             if taus.get(name) else name, records) for name, records in runs]  # fmt: skip
+
+
 def _mixed_taus(families: list[str], names: Sequence[str], headers: list[list[dict]]) -> str | None:
     """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
     different taus (their stepped ``headers``' ``config``), or None. Runs are named by
     ``names``, as the legends name them."""
     if not families:
         return None
-    taus: dict[str, set[float]] = {}
-    for run_headers, name in zip(headers, names, strict=True):
-        for header in run_headers:
-            config = header.get("config") if isinstance(header, dict) else None
-            tau = config.get("tau") if isinstance(config, dict) else None
-            if isinstance(tau, (int, float)) and not isinstance(tau, bool):
-                taus.setdefault(name, set()).add(float(tau))
-    if len(set().union(*taus.values())) < 2:
+    taus = {name: _run_taus(run_headers)
+            for run_headers, name in zip(headers, names, strict=True)}  # fmt: skip
+    taus = {name: values for name, values in taus.items() if values}
+    if len({tau for values in taus.values() for tau in values}) < 2:
         return None
-    shown = "; ".join(f"{run}: {', '.join(f'{tau:g}' for tau in sorted(values))}"
+    shown = "; ".join(f"{run}: {', '.join(f'{tau:g}' for tau in values)}"
                       for run, values in taus.items())  # fmt: skip
     return (f"these logs were written at different taus ({shown}): {', '.join(families)} "
             "depend on tau (SmoothAP's sigmoid width), so their lines do not compare across "
@@ -788,8 +806,9 @@ def plot_runs(
                    for family in plots}  # fmt: skip
         plots = {family: _said_of_runs_at_the_default_tau(plot, runs_of[family])
                  if runs_of[family] else plot for family, plot in plots.items()}
-    if mixed is not None:
+    if mixed is not None:  # said, and each run's legend entry carries its tau
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
+        runs = _named_with_taus(runs, named, headers)
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
     if undrawn is not None:
         warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())

@@ -1486,6 +1486,27 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
         assert not [w for w in caught if "different taus" in str(w.message)]
 
 
+def test_runs_at_different_taus_carry_their_tau_in_the_legend(tmp_path, monkeypatch):
+    # the figures of runs at taus 0.01 and 0.1 showed P five times apart, and only a warning
+    # on stderr said why: the PNG now says it too
+    runs = [_log(tmp_path / name, ({"config": {"tau": tau}}, _records(loss=LOSS, p_seed=P_SEED)))
+            for name, tau in (("a", 0.01), ("b", 0.1))]  # fmt: skip
+    resumed = _log(tmp_path / "c", ({"config": {"tau": 0.01}}, _records(loss=LOSS)),
+                   ({"config": {"tau": 0.05}, "resumed": {"from_step": 4}},
+                    [{"step": 4, "loss": 0.5, "p_seed": 0.1}]))  # fmt: skip
+    bare = _log(tmp_path / "d", (None, _records(loss=LOSS, p_seed=P_SEED)))
+    with pytest.warns(UserWarning):
+        figures, _ = _drawn(monkeypatch, [*runs, resumed, bare], tmp_path / "figs")
+    assert _legend_texts(figures["loss"].axes[0].get_legend()) == [
+        "a (tau 0.01)", "b (tau 0.1)", "c (tau 0.01, 0.05)", "d"]
+    _close(figures)
+    same = [_log(tmp_path / name, ({"config": {"tau": 0.01}}, _records(loss=LOSS, p_seed=P_SEED)))
+            for name in ("e", "f")]  # fmt: skip
+    figures, _ = _drawn(monkeypatch, same, tmp_path / "figs2")
+    assert _legend_texts(figures["loss"].axes[0].get_legend()) == ["e", "f"]
+    _close(figures)
+
+
 def test_a_log_without_a_header_is_drawn_and_said_to_have_unknown_settings(tmp_path):
     # a metrics.jsonl cut of its header was drawn beside another run without a word, and the
     # tau comparison skipped it
