@@ -601,3 +601,69 @@ def test_a_quantity_class_where_its_object_goes_is_refused_saying_so(tmp_path):
         Monitor(tmp_path, quantities=[gradlab.monitor.Loss, _Own])
     assert str(refused.value).endswith(" (a quantity is an object, not its class: pass Loss(), "
                                        "_Own())")
+
+
+# --- one quantity's failure or message leaves the others of its step alone ----------------------
+
+
+class _Second(_Own):
+    """A second quantity of one's own, after the first in the Monitor's list: says a line."""
+
+    name = "second"
+    keys = ("second_mean",)
+
+    def said_of_logged(self, logged, batch):
+        return "the second quantity has something to say"
+
+    def compute(self, batch):
+        return {"second_mean": batch.embeddings.double().abs().mean()}
+
+
+def _train_two(tmp_path, first):
+    """One logged SmoothAP step with ``first`` then :class:`_Second`; the record and warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[first, _Second(every(1))]) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            loss_fn(_embeddings(), LABELS).backward()
+            record = monitor.step()
+    return record, [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("fails", ["compute", "said_of_logged"])
+def test_a_quantity_that_raises_leaves_the_next_one_its_values_and_its_say(tmp_path, fails):
+    class Failing(_Own):
+        def compute(self, batch):
+            if fails == "compute":
+                raise ValueError("no values")
+            return super().compute(batch)
+
+    record, said = _train_two(tmp_path, Failing(every(1), fails=fails))
+    expected = _embeddings().detach().double().abs().mean().item()
+    assert record["second_mean"] == pytest.approx(expected, rel=1e-12)
+    assert [str(w.message) for w in said if "second quantity" in str(w.message)] == [
+        "gradlab.Monitor: step 0: the second quantity has something to say"]
+
+
+def test_what_a_quantity_says_of_its_values_points_at_the_line_that_stepped(tmp_path):
+    _, said = _train_two(tmp_path, _Own(every(1)))
+    (second,) = [w for w in said if "second quantity" in str(w.message)]
+    assert second.filename == __file__
+
+
+def test_a_number_a_quantity_returns_is_logged_on_the_batchs_device(tmp_path):
+    # made on torch's default device, it would not stack with the step's other values
+    class Count(_Own):
+        def compute(self, batch):
+            return {"own_mean": 3}
+
+    embeddings = _embeddings()
+    with Monitor(tmp_path, quantities=[gradlab.monitor.Loss(every(1)), Count(every(1))]) as m:
+        loss_fn = m.watch(gradlab.SmoothAPLoss(0.1))
+        loss_fn(embeddings, LABELS).backward()
+        torch.set_default_device("meta")
+        try:
+            record = m.step()
+        finally:
+            torch.set_default_device(None)
+    assert record["own_mean"] == 3.0 and math.isfinite(record["loss"])

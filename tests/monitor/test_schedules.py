@@ -501,3 +501,28 @@ def test_a_schedule_that_answers_no_bool_past_the_steps_asked_ahead_disables_its
     assert records[late]["disabled"] == {
         "embedding_norm": f"step {late}: refused in its schedule: {refusal}"}
     assert "embedding_norm_mean" in records[0] and "disabled" not in records[late + 1]
+
+
+def test_the_steps_ahead_are_asked_once_each_from_the_runs_first_step(tmp_path):
+    # from a count set to 40, with two micro-batches before the first step(): the steps
+    # 41 to 40 + SCHEDULE_AHEAD - 1 once each, none before the run's first step
+    import torch
+
+    import gradlab
+    from gradlab.monitor import Loss
+    from gradlab.monitor.monitor import SCHEDULE_AHEAD
+
+    asked = []
+
+    def schedule(step):
+        asked.append(step)
+        return step % 2 == 0
+
+    with gradlab.Monitor(tmp_path, quantities=[Loss(schedule)]) as monitor:
+        monitor.step_count = 40
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(2):
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        record = monitor.step()
+    assert record["step"] == 40
+    assert sorted(step for step in asked if step != 40) == list(range(41, 40 + SCHEDULE_AHEAD))

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Margins, OperatingRegion, every
+from gradlab.monitor import Margins, OperatingRegion, Quantity, every
 
 B = 16
 LABELS = torch.arange(B // 4).repeat_interleave(4)
@@ -143,3 +143,39 @@ def test_the_largest_magnitude_is_read_against_one_with_a_rounding_margin(tmp_pa
     if said:
         assert f"holds values up to {abs(largest):.4g} in magnitude" in told[0]
 
+
+
+class TauOnEmpty(Quantity):
+    """A quantity of one's own that reads the Monitor's tau, on empty batches too."""
+
+    name = "tau_on_empty"
+    keys = ("tau_seen",)
+    needs = frozenset({"scores"})
+    reads_tau = True
+    reads_empty_batches = True
+
+    def compute(self, batch):
+        return {"tau_seen": batch.tau}
+
+
+def _first_record(tmp_path, scores, positives):
+    """The first record of a Monitor logging TauOnEmpty on ``scores``, and gradlab's warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, tau=0.05, quantities=[TauOnEmpty(every(1))]) as monitor:
+            watched = monitor.watch(lambda s, p: s.sum(), inputs="scores")
+            watched(scores.requires_grad_(), positives).backward()
+            record = monitor.step()
+    return record, [str(w.message) for w in caught if "gradlab" in str(w.message)]
+
+
+def test_a_matrix_without_candidates_is_logged_without_a_word(tmp_path):
+    # [4, 0]: no entry to compare with a cosine's range (a maximum over none has no value)
+    record, said = _first_record(tmp_path, torch.zeros(4, 0), torch.zeros(4, 0, dtype=torch.bool))
+    assert record == {"step": 0, "tau_seen": 0.05} and said == []
+
+
+def test_a_matrix_of_one_entry_beyond_a_cosine_is_said(tmp_path):
+    record, said = _first_record(tmp_path, torch.full((1, 1), 5.0), torch.ones(1, 1, dtype=bool))
+    assert record == {"step": 0, "tau_seen": 0.05}
+    assert len(said) == 1 and "holds values up to 5 in magnitude, but tau_on_empty" in said[0]
