@@ -3,6 +3,7 @@
 import json
 import math
 import pickle
+import warnings
 
 import pytest
 
@@ -526,3 +527,71 @@ def test_the_steps_ahead_are_asked_once_each_from_the_runs_first_step(tmp_path):
         record = monitor.step()
     assert record["step"] == 40
     assert sorted(step for step in asked if step != 40) == list(range(41, 40 + SCHEDULE_AHEAD))
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (ValueError("no plan that far"), "ValueError: no plan that far"),
+    ("yes", "returned 'yes' for step 99"),
+])  # fmt: skip
+def test_a_schedule_failing_only_when_close_asks_it_is_named_at_that_step(tmp_path, answer,
+                                                                          error):  # fmt: skip
+    # close() asks the schedules for the last step (the count less one): with the count set
+    # past the steps trained (and those asked ahead), a step no call asked; its failure names
+    # that step, not the count
+    import torch
+
+    import gradlab
+    from gradlab.monitor import EmbeddingNorms, Loss
+
+    def schedule(step):
+        if step == 99:
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return step % 2 == 0
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(tmp_path, quantities=[EmbeddingNorms(schedule), Loss()])
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(3):
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+        monitor.step_count = 100
+        monitor.close()
+    said = [str(w.message) for w in caught if "embedding_norm" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(
+        "gradlab.Monitor: step 99: quantity 'embedding_norm' ")  # fmt: skip
+    assert error in said[0]
+
+
+@pytest.mark.parametrize("answer", [ValueError("no plan that far"), "yes"])
+def test_a_quantity_disabled_at_the_call_reads_no_batch_there(tmp_path, answer):
+    # its schedule fails when the call asks it (past the steps asked ahead): the quantity is
+    # not due, so the call reads no batch and the run's first record, the note that it was
+    # disabled, comes with a header that names no step's device
+    import torch
+
+    import gradlab
+    from gradlab.monitor import EmbeddingNorms, read_jsonl
+
+    failing = 70
+
+    def schedule(step):
+        if step == failing:
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return False
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with gradlab.Monitor(tmp_path, quantities=[EmbeddingNorms(schedule)]) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(failing + 1):
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                monitor.step()
+    (header,), records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [record["step"] for record in records] == [failing]
+    assert list(records[0]["disabled"]) == ["embedding_norm"]
+    assert header["device"] is None
