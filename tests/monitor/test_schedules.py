@@ -541,7 +541,7 @@ def test_a_schedule_failing_only_when_close_asks_it_is_named_at_that_step(tmp_pa
     import torch
 
     import gradlab
-    from gradlab.monitor import EmbeddingNorms, Loss
+    from gradlab.monitor import EmbeddingNorms, Loss, read_jsonl
 
     def schedule(step):
         if step == 99:
@@ -563,6 +563,9 @@ def test_a_schedule_failing_only_when_close_asks_it_is_named_at_that_step(tmp_pa
     assert len(said) == 1 and said[0].startswith(
         "gradlab.Monitor: step 99: quantity 'embedding_norm' ")  # fmt: skip
     assert error in said[0]
+    # the log's note of it, written by close() at the step it names
+    last = read_jsonl(tmp_path / "metrics.jsonl")[1][-1]
+    assert last["step"] == 99 and list(last["disabled"]) == ["embedding_norm"]
 
 
 @pytest.mark.parametrize("answer", [ValueError("no plan that far"), "yes"])
