@@ -817,3 +817,21 @@ def test_a_quantity_of_ones_own_listed_first_keeps_its_place_in_the_record(tmp_p
         record = monitor.step()
     assert list(record) == ["step", "score_mean", "loss"]
     assert record["score_mean"] == pytest.approx(float(scores.double().mean()), abs=1e-6)
+
+
+def test_a_quantity_that_changes_two_shared_tensors_in_place_names_both(tmp_path):
+    class TwoInPlace(_InPlace):
+        def compute(self, batch):
+            batch.labels.add_(0)
+            return {"in_place_mean": batch.embeddings.mul_(0.5).mean()}
+
+    quantity = TwoInPlace(every(1), "embeddings")
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        watched = monitor.watch(gradlab.SmoothAPLoss(0.01))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watched(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+    said = [str(w.message) for w in caught if "in place" in str(w.message)]
+    assert len(said) == 1
+    assert "its compute() changed the step's embeddings and labels in place" in said[0]
