@@ -413,8 +413,9 @@ def test_a_loss_without_a_score_matrix_is_told_the_gradient_free_suspects(tmp_pa
                                        NeedsTheGradientStill(every(1))]) as monitor:  # fmt: skip
         monitor.watch(lambda rows, classes: rows.pow(2).mean())(embeddings, labels).backward()
         assert monitor.step() is None
-    assert monitor.not_logged["suspects"].endswith(
-        "; Suspects(..., gradient=False) logs its other keys without dL/dS")
+    reason, advice = monitor.not_logged["suspects"].rsplit("; ", 1)
+    assert reason.startswith("needs dL/dS") and "exposes no score matrix" in reason
+    assert advice == "Suspects(..., gradient=False) logs its other keys without dL/dS"
     assert "pass something else" not in monitor.not_logged["still"]
     with gradlab.Monitor(tmp_path / "without", quantities=[
             Suspects(every(1), labels=lambda: labels, gradient=False)]) as monitor:  # fmt: skip
