@@ -152,6 +152,28 @@ def test_a_resume_goes_on_from_the_files_its_latest_part_wrote_not_a_stale_one(t
             "step", __file__)]
 
 
+def _made_by_a_trainer(*args, **kwargs):
+    """A Monitor made inside a trainer (a module named as lightning's), as a callback makes it
+    inside ``trainer.fit()``: the trainer's frame calls the constructor."""
+    namespace = {"__name__": "lightning.pytorch.trainer.stand_in"}
+    exec(compile("def fit(make, args, kwargs):\n    return make(*args, **kwargs)\n",
+                 "<a trainer's fit()>", "exec"), namespace)  # fmt: skip
+    return namespace["fit"](Monitor, args, kwargs)
+
+
+def test_a_resume_warning_of_a_monitor_a_trainer_makes_names_the_users_line(tmp_path):
+    # the run folder's warnings named the trainer's frame that made the Monitor
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=6)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl"], resume=True)
+    monitor.step_count = 2
+    with monitor:
+        train(monitor, steps=2)  # loop steps 2, 3: metrics.csv still ends at 5
+    with pytest.warns(UserWarning, match="resumes after step 3") as caught:
+        _made_by_a_trainer(tmp_path, preset="cheap", sinks=["jsonl", "csv"], resume=True)
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_a_resume_after_a_dropped_last_record_goes_on_after_the_file_that_holds_it(tmp_path):
     # both files written by the latest part: the CSV's later end is a record the JSONL lost
     with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
