@@ -667,3 +667,14 @@ def test_a_number_a_quantity_returns_is_logged_on_the_batchs_device(tmp_path):
         finally:
             torch.set_default_device(None)
     assert record["own_mean"] == 3.0 and math.isfinite(record["loss"])
+
+
+def test_the_warning_of_non_finite_inputs_names_the_line_that_stepped(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, preset="default", every=1) as monitor:
+            watched = monitor.watch(gradlab.SmoothAPLoss(0.1, validate=False))
+            watched(_embeddings(math.nan), LABELS).backward()
+            monitor.step()
+    said = [w for w in caught if "are not finite" in str(w.message)]
+    assert [w.filename for w in said] == [__file__]
