@@ -372,7 +372,9 @@ class Temperature(Quantity):
             them), the bounds rounded to the parameter's dtype (a
             bfloat16 parameter clamped at ``ln 100`` holds 4.59375). A parameter past a bound
             (more than its rounding) is said once: the bounds may be in other units than the
-            parameter as held (``log s`` bounds without ``log_scale``).
+            parameter as held (``log s`` bounds without ``log_scale``); with ``log_scale``, a
+            bound beyond :data:`LARGEST_LOG_BOUND` in magnitude is said where the quantity is
+            made (a scale's bound given for ``log s``).
         direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the loss or the
             integration that recorded the scores names (:attr:`BatchView.softmax`,
             :attr:`BatchView.score_direction`: ``"i2t"`` for
@@ -489,6 +491,14 @@ class Temperature(Quantity):
                 raise GradlabError(f"clamp must be a pair (low, high) of numbers with low < high; "
                                    f"got {clamp!r}")  # fmt: skip
             clamp = (float(clamp[0]), float(clamp[1]))
+            if log_scale is True and max(map(abs, clamp)) > LARGEST_LOG_BOUND:
+                held = "log t" if inverse else "log s"
+                warnings.warn(
+                    f"Temperature(clamp={clamp!r}, log_scale=True) bounds {held}: a bound of "
+                    f"{max(map(abs, clamp)):g} is a factor e^{max(map(abs, clamp)):g} on the "
+                    "logits; for bounds on the scale itself, pass their logs (open_clip: "
+                    "clamp=(0, math.log(100)))", UserWarning,
+                    stacklevel=caller_stacklevel())  # fmt: skip
         if direction is not None and direction not in ("i2t", "t2i", "both"):
             raise GradlabError(f"direction must be 'i2t', 't2i', 'both' or None; got "
                                f"{direction!r}")  # fmt: skip
@@ -727,6 +737,12 @@ class Temperature(Quantity):
                 "parameter as held: log s with log_scale=True (open_clip: clamp=(0, "
                 "math.log(100))), s without it (clamp=(1, 100)); if the parameter is clamped "
                 "nowhere, leave clamp= out")
+
+
+LARGEST_LOG_BOUND = 50.0
+"""The largest ``|bound|`` of ``clamp`` taken without a word for a parameter held as a log:
+``e^50`` (5e21) is no softmax scale a model trains to, so a larger bound is likely given in
+the scale's own units (``clamp=(0, 100)`` for ``clamp=(0, math.log(100))``)."""
 
 
 def _say(message: str) -> None:

@@ -164,3 +164,28 @@ def test_scores_that_are_not_finite_are_not_said_to_part_the_two(tmp_path):
             record = monitor.step()
     assert math.isnan(record["temperature_log_scale_grad"])
     assert [str(w.message) for w in caught if "disagree" in str(w.message)] == []
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({"log_scale": True, "clamp": (0.0, 100.0)}, True),  # the scale's bounds given for log s
+    ({"log_scale": True, "clamp": (-60.0, 0.0)}, True),
+    ({"log_scale": True, "clamp": (0.0, math.log(100))}, False),
+    ({"log_scale": True, "clamp": (0.0, 50.0)}, False),  # at the largest bound taken
+    ({"clamp": (1.0, 100.0)}, False),  # the scale itself: any bound
+    ({"clamp": (1.0, 1e6)}, False),
+])  # fmt: skip
+def test_log_bounds_too_large_for_any_scale_are_said_where_the_quantity_is_made(settings, said):
+    parameter = torch.nn.Parameter(torch.tensor(2.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Temperature(scale=parameter, **settings)
+    messages = [(str(w.message), w.filename) for w in caught]
+    if not said:
+        assert messages == []
+        return
+    bound = max(map(abs, settings["clamp"]))
+    clamp = tuple(map(float, settings["clamp"]))
+    assert messages == [(
+        f"Temperature(clamp={clamp!r}, log_scale=True) bounds log s: a bound of {bound:g} is a "
+        f"factor e^{bound:g} on the logits; for bounds on the scale itself, pass their logs "
+        "(open_clip: clamp=(0, math.log(100)))", __file__)]
