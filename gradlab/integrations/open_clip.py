@@ -130,7 +130,8 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         Raises:
             GradlabError: features that are not ``[B, d]`` float tensors of one shape, dtype
                 and device, with ``B >= 1``, or a ``logit_scale`` / ``logit_bias`` that is no
-                tensor or number, or holds more than one value.
+                tensor or number, holds more than one value, or is a number that is not finite
+                (a tensor's value is not read: that would synchronise with the device).
         """
         _check_call(image_features, text_features, logit_scale, logit_bias)
         recorder = self.score_recorder
@@ -268,6 +269,8 @@ def _check_call(image_features, text_features, logit_scale, logit_bias) -> None:
                                f"{type(value).__name__} {value!r}")  # fmt: skip
         if isinstance(value, torch.Tensor) and value.numel() != 1:
             raise GradlabError(f"{name} must hold one value; got shape {tuple(value.shape)}")
+        if number and not math.isfinite(value):  # a tensor's value is not read: no sync
+            raise GradlabError(f"{name} must be finite; got {value!r}")
 
 
 class _LogitsAdapter(RecordedScoresAdapter):

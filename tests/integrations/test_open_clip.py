@@ -473,6 +473,8 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
                                   r"pair\); got shape \(0, 8\)$"),
     (lambda i, t: (i, t, "14"), "logit_scale must be a tensor or a number; got str '14'$"),
     (lambda i, t: (i, t, 10.0, "0"), "logit_bias must be a tensor or a number; got str '0'$"),
+    (lambda i, t: (i, t, math.nan), "logit_scale must be finite; got nan$"),
+    (lambda i, t: (i, t, 10.0, -math.inf), "logit_bias must be finite; got -inf$"),
 ])  # fmt: skip
 def test_a_bad_call_is_one_error_naming_the_argument(call, message):
     clip_loss, _ = loss_classes("stand-in")
