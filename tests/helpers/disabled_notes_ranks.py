@@ -6,6 +6,7 @@ other quantity is due then or later, in one of three ways (``case``):
 
 * ``"at_call"``: its ``at_call`` raises on rank 0, which writes the log;
 * ``"schedule"``: its schedule raises for step 2 (on every rank);
+* ``"schedule_ends"``: its schedule raises for step 2 and every later step (on every rank);
 * ``"last_call"``: its ``at_call`` raises on rank 0 at the call of step 2, after which
   ``close()`` comes with no ``monitor.step()``.
 
@@ -56,6 +57,11 @@ def _every_step_but_one(step: int) -> bool:
     return True
 
 
+def _planned_steps(step: int) -> bool:
+    """A schedule read from a plan of two steps: it raises for every step past them."""
+    return [True, True][step]
+
+
 def _init(rank: int, world: int, init_file: str) -> None:
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
@@ -80,6 +86,8 @@ def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str)
     _init(rank, world, init_file)
     if case == "schedule":
         quantities = [FailsAtStep(_every_step_but_one, fails=False)]
+    elif case == "schedule_ends":  # raises at step 2 and at every step after it
+        quantities = [FailsAtStep(_planned_steps, fails=False)]
     else:  # the loss at step 0 (and 1), the failing quantity at every step
         quantities = [Loss(lambda step: step < 1), FailsAtStep(lambda step: True, fails=True)]
     steps = 3 if case == "last_call" else 4  # the last call's step never closes
@@ -108,6 +116,33 @@ def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> No
                 embeddings, labels = _batch(0, step)  # rank 0's batch on every rank
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
+    _save(out_dir, rank, caught, monitor)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+class FailsToCompute(Quantity):
+    """The mean of the step's embeddings, whose ``compute`` raises on every rank."""
+
+    name = "fails_to_compute"
+    keys = ("fails_to_compute",)
+    needs = frozenset({"embeddings"})
+
+    def compute(self, batch):
+        raise ValueError("injected failure in compute")
+
+
+def first_record_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """One step whose only due quantity raises in ``compute``: the run's first record holds
+    the note alone, no value of a batch gathered or not."""
+    _init(rank, world, init_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(os.path.join(out_dir, "run"),
+                     quantities=[FailsToCompute(lambda step: True)]) as monitor:  # fmt: skip
+            embeddings, labels = _batch(rank, 0)
+            monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels).backward()
+            monitor.step()
     _save(out_dir, rank, caught, monitor)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()

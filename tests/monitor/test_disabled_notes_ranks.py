@@ -14,7 +14,12 @@ import json
 import pytest
 
 from gradlab.monitor import read_jsonl
-from tests.helpers.disabled_notes_ranks import DISABLED_AT, notes_worker, same_batch_worker
+from tests.helpers.disabled_notes_ranks import (
+    DISABLED_AT,
+    first_record_worker,
+    notes_worker,
+    same_batch_worker,
+)
 from tests.helpers.processes import run_two_ranks
 
 
@@ -71,3 +76,24 @@ def test_every_rank_holding_the_same_batch_is_said_once_by_rank_0(tmp_path):
     assert len(told[0]) == 1 and told[0][0].startswith(
         "gradlab.Monitor: at step 0 every rank holds the same batch")
     assert told[1] == []
+
+
+@pytest.mark.slow
+def test_a_first_record_of_a_note_alone_leaves_the_gathering_unsaid_in_the_header(tmp_path):
+    # no value of the step's batch is logged: the header cannot say whether it was gathered
+    _spawn(tmp_path, first_record_worker)
+    (header,), records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [sorted(record) for record in records] == [["disabled", "step"]]
+    assert header["distributed"] == {"world_size": 2, "mode": "auto", "gathered": None}
+
+
+@pytest.mark.slow
+def test_a_schedule_failing_at_every_later_step_disables_its_quantity_once(tmp_path):
+    # a quantity disabled by its schedule is not asked by that schedule again: one warning on
+    # each rank (each rank's copy is disabled) and one note, at the step it failed
+    told = _spawn(tmp_path, notes_worker, "schedule_ends")
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1, DISABLED_AT]
+    assert records[-1] == {"step": DISABLED_AT, "disabled": {"fails_at_step": (
+        f"step {DISABLED_AT}: raised in its schedule: IndexError: list index out of range")}}
+    assert [len(said) for said in told] == [1, 1]
