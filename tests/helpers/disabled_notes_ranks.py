@@ -38,13 +38,14 @@ class FailsAtStep(Quantity):
     keys = ("fails_at_step",)
     needs = frozenset({"embeddings"})
 
-    def __init__(self, schedule, fails: bool) -> None:
+    def __init__(self, schedule, fails: bool, on_rank: int = 0) -> None:
         super().__init__(schedule)
-        self.fails, self.calls = fails, 0
+        self.fails, self.calls, self.on_rank = fails, 0, on_rank
 
     def at_call(self, batch):
         self.calls += 1
-        if self.fails and torch.distributed.get_rank() == 0 and self.calls - 1 == DISABLED_AT:
+        if (self.fails and torch.distributed.get_rank() == self.on_rank
+                and self.calls - 1 == DISABLED_AT):  # fmt: skip
             raise KeyError("injected failure at the call")
 
     def compute(self, batch):
@@ -69,7 +70,7 @@ def _init(rank: int, world: int, init_file: str) -> None:
     )
 
 
-def _batch(rank: int, step: int):
+def batch_of(rank: int, step: int):
     generator = torch.Generator().manual_seed(1000 * rank + step)
     return torch.randn(8, 4, generator=generator, requires_grad=True), torch.arange(8) % 2
 
@@ -96,7 +97,7 @@ def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str)
         monitor = Monitor(os.path.join(out_dir, "run"), quantities=quantities)
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
         for step in range(steps):
-            embeddings, labels = _batch(rank, step)
+            embeddings, labels = batch_of(rank, step)
             loss_fn(embeddings, labels).backward()
             if not (case == "last_call" and step == steps - 1):
                 monitor.step()
@@ -113,7 +114,7 @@ def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> No
         with Monitor(os.path.join(out_dir, "run"), preset="cheap", every=1) as monitor:
             loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
             for step in range(3):
-                embeddings, labels = _batch(0, step)  # rank 0's batch on every rank
+                embeddings, labels = batch_of(0, step)  # rank 0's batch on every rank
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
     _save(out_dir, rank, caught, monitor)
@@ -140,9 +141,27 @@ def first_record_worker(rank: int, world: int, init_file: str, out_dir: str) -> 
         warnings.simplefilter("always")
         with Monitor(os.path.join(out_dir, "run"),
                      quantities=[FailsToCompute(lambda step: True)]) as monitor:  # fmt: skip
-            embeddings, labels = _batch(rank, 0)
+            embeddings, labels = batch_of(rank, 0)
             monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels).backward()
             monitor.step()
+    _save(out_dir, rank, caught, monitor)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def disabled_on_rank_1_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Four steps; the quantity's ``at_call`` raises on rank 1 alone at step 2: rank 0 logs it
+    on from the batches of both ranks, which rank 1 still offers to the gathering."""
+    _init(rank, world, init_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(os.path.join(out_dir, "run"), quantities=[
+                FailsAtStep(lambda step: True, fails=True, on_rank=1)]) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for step in range(4):
+                embeddings, labels = batch_of(rank, step)
+                loss_fn(embeddings, labels).backward()
+                monitor.step()
     _save(out_dir, rank, caught, monitor)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()

@@ -12,10 +12,13 @@ holding the same batch) were printed by every rank, each with the same words.
 import json
 
 import pytest
+import torch
 
 from gradlab.monitor import read_jsonl
 from tests.helpers.disabled_notes_ranks import (
     DISABLED_AT,
+    batch_of,
+    disabled_on_rank_1_worker,
     first_record_worker,
     notes_worker,
     same_batch_worker,
@@ -97,3 +100,16 @@ def test_a_schedule_failing_at_every_later_step_disables_its_quantity_once(tmp_p
     assert records[-1] == {"step": DISABLED_AT, "disabled": {"fails_at_step": (
         f"step {DISABLED_AT}: raised in its schedule: IndexError: list index out of range")}}
     assert [len(said) for said in told] == [1, 1]
+
+
+@pytest.mark.slow
+def test_a_quantity_disabled_on_rank_1_alone_is_logged_on_from_both_ranks_batches(tmp_path):
+    # rank 1, whose copy is disabled, has nothing due of its own but still offers its batch
+    # to the gathering on the steps rank 0 logs the quantity
+    told = _spawn(tmp_path, disabled_on_rank_1_worker)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1, 2, 3]
+    for step, record in enumerate(records):
+        both = torch.cat([batch_of(rank, step)[0].detach().double() for rank in range(2)])
+        assert record["fails_at_step"] == pytest.approx(both.mean().item(), rel=1e-12)
+    assert told[0] == [] and len(told[1]) == 1
