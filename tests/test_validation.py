@@ -1,6 +1,7 @@
 """The shared argument checks of gradlab.validation: what they accept and how they refuse."""
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -473,6 +474,8 @@ def test_the_fix_a_refusal_suggests_is_accepted(value, ndims, kind):
 
 @pytest.mark.parametrize(("value", "ndims", "kind", "message"), [
     (None, (1,), "any", "x must be a torch.Tensor; got NoneType"),
+    (types.SimpleNamespace(shape=(3,)), (1,), "any",  # a shape, but no NumPy array
+     "x must be a torch.Tensor; got SimpleNamespace"),
     ("0011", (1,), "integer", "x must be a torch.Tensor; got str"),
     (True, (0,), "any", "x must be a torch.Tensor; got bool"),
     (torch.zeros(2, 2, dtype=torch.long), (1,), "integer", "x must be 1-D; got shape (2, 2)"),

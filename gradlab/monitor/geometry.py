@@ -457,7 +457,7 @@ class Temperature(Quantity):
         if isinstance(scale, torch.Tensor) and scale.numel() != 1:
             raise GradlabError(f"scale must hold one value; got shape {tuple(scale.shape)}")
         if isinstance(scale, torch.Tensor) and scale.requires_grad and not scale.is_leaf:
-            made = type(scale.grad_fn).__name__ if scale.grad_fn is not None else "a view"
+            made = type(scale.grad_fn).__name__  # not a leaf: an operation made it
             raise GradlabError(
                 f"scale must be the parameter itself, not a tensor computed from it (made by "
                 f"{made}): it keeps the value it had when made while the parameter trains; "

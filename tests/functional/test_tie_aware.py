@@ -166,6 +166,21 @@ def test_ap_with_a_candidate_mask_is_the_tie_averaged_ap_of_the_kept(seed, level
     assert one.dim() == 0 and (one.item() == got[2].item() or math.isnan(got[2].item()))
 
 
+def test_a_candidate_mask_on_long_rows_keeps_the_candidates_in_score_order():
+    # 300 candidates without ties: an unstable sort of the mask (which torch's is from about a
+    # hundred entries on) would scramble the kept candidates' order
+    generator = torch.Generator().manual_seed(5)
+    scores = torch.randn(4, 300, generator=generator, dtype=torch.float64)
+    positives = torch.rand(4, 300, generator=generator) < 0.1
+    kept = torch.rand(4, 300, generator=generator) < 0.6
+    got = tie_aware_ap(scores, positives, candidate_mask=kept)
+    for q in range(4):  # classic AP over the kept candidates, by score
+        order = sorted((c for c in range(300) if kept[q, c]), key=lambda c: -scores[q, c].item())
+        relevant = [bool(positives[q, c]) for c in order]
+        assert got[q].item() == pytest.approx(average_precision(range(len(order)), relevant),
+                                              abs=1e-12)  # fmt: skip
+
+
 def test_a_batch_scored_against_itself_leaves_each_query_out_with_the_mask():
     # the square in-batch matrix with its diagonal read as candidates ranked each query first
     generator = torch.Generator().manual_seed(3)

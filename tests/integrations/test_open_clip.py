@@ -237,7 +237,8 @@ def test_bad_arguments_are_refused():
         adapter.capture([], None, 0.01, recorded=[])
     assert open_clip_adapter(StandInClipLoss(), None) is None
     with pytest.raises(GradlabError, match=r"^loss is wrapped already: pass the "
-                       r"RecordingClipLoss itself, or the StandInClipLoss it wraps"):
+                       r"RecordingClipLoss itself, or the StandInClipLoss it wraps; got "
+                       r"RecordingClipLoss\(StandInClipLoss\)$"):
         RecordingClipLoss(RecordingClipLoss(StandInClipLoss()))
 
 

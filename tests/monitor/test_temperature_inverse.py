@@ -189,3 +189,55 @@ def test_log_bounds_too_large_for_any_scale_are_said_where_the_quantity_is_made(
         f"Temperature(clamp={clamp!r}, log_scale=True) bounds log s: a bound of {bound:g} is a "
         f"factor e^{bound:g} on the logits; for bounds on the scale itself, pass their logs "
         "(open_clip: clamp=(0, math.log(100)))", __file__)]
+
+
+def _past_clamp(logged, **settings):
+    """What Temperature(**settings) says of a logged scale ``logged`` (None: nothing)."""
+    return Temperature(**settings).said_of_logged({"temperature_scale": logged}, None)
+
+
+ADVICE = ("so temperature_clamp_hit is 1: a loop that clamps the parameter keeps it on a bound, "
+          "not past it (after its first clamp). clamp= bounds the parameter as held: log s with "
+          "log_scale=True (open_clip: clamp=(0, math.log(100))), s without it (clamp=(1, "
+          "100)); if the parameter is clamped nowhere, leave clamp= out")
+
+
+@pytest.mark.parametrize(("scale", "settings", "said"), [
+    # the parameter as each setting holds it: s, log s, t = 1 / s, log t
+    (20.0, {"clamp": (1.0, 10.0)}, "s = 20, lies past its clamp=(1, 10)"),
+    (20.0, {"clamp": (0.0, 2.0), "log_scale": True}, "log s = 2.996, lies past its clamp=(0, 2)"),
+    (20.0, {"clamp": (0.1, 1.0), "inverse": True, "scale": 0.05},
+     "t = 0.05, lies past its clamp=(0.1, 1)"),
+    (20.0, {"clamp": (-2.0, 0.0), "inverse": True, "log_scale": True, "scale": -3.0},
+     "log t = -2.996, lies past its clamp=(-2, 0)"),
+])  # fmt: skip
+def test_a_parameter_past_its_clamp_is_named_as_it_is_held(scale, settings, said):
+    assert _past_clamp(scale, **settings) == f"the parameter as held, {said}, {ADVICE}"
+
+
+@pytest.mark.parametrize(("scale", "clamp", "past"), [
+    (1001.0, (0.0, 1000.0), False),  # a thousandth of the larger bound past it: rounding
+    (1001.5, (0.0, 1000.0), True),
+    (998.0, (1000.0, 2000.0), False),  # the same below the lower bound (slack 2)
+    (997.5, (1000.0, 2000.0), True),
+    (1000.0, (1000.0, 2000.0), False),  # on a bound: clamped
+    (0.5008, (0.0, 0.5), False),  # bounds below 1: a thousandth of 1
+    (0.5015, (0.0, 0.5), True),
+    (1.0015, (0.0, 1.0), True),
+    (0.9, (1.0, 2.0), True),  # past the lower bound, below 1
+    (20.015, (0.0, 20.0), False),  # the larger bound in magnitude is the upper one...
+    (0.98, (-20.0, 0.97), False),  # ...or the lower one
+    (0.0, (1.0, 2.0), False),  # no positive scale: nothing to read as held
+    (-1.0, (1.0, 2.0), False),
+    (math.nan, (1.0, 2.0), False),
+    (math.inf, (1.0, 2.0), False),
+])  # fmt: skip
+def test_a_parameter_is_past_its_clamp_only_beyond_its_rounding(scale, clamp, past):
+    said = _past_clamp(scale, clamp=clamp)
+    assert (said is not None) == past, said
+
+
+def test_a_log_temperature_bound_too_large_names_log_t():
+    with pytest.warns(UserWarning, match=r"log_scale=True\) bounds log t: a bound of 100 "):
+        Temperature(scale=torch.nn.Parameter(torch.tensor(-2.0)), log_scale=True,
+                    inverse=True, clamp=(0.0, 100.0))  # fmt: skip
