@@ -279,7 +279,9 @@ MONITOR_TESTS = {
               "tests/monitor/test_mask_layouts.py", "tests/monitor/test_runs_degenerate.py",
               "tests/monitor/test_quantity_declarations.py", *_MONITOR_RUNS,
               # the margins and geometry read the view's positive counts, anchors and ends
-              "tests/monitor/test_geometry_quantities.py", "tests/monitor/test_geometry_edges.py"],
+              "tests/monitor/test_geometry_quantities.py", "tests/monitor/test_geometry_edges.py",
+              # the tensors a quantity of one's own changed in place, named (tensor_versions)
+              "tests/monitor/test_quantity_values.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py", "tests/monitor/test_quantity_values.py",
