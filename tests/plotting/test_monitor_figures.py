@@ -1510,15 +1510,16 @@ def test_runs_at_different_taus_carry_their_tau_in_the_legend(tmp_path, monkeypa
 def test_a_log_without_a_header_is_drawn_and_said_to_have_unknown_settings(tmp_path):
     # a metrics.jsonl cut of its header was drawn beside another run without a word, and the
     # tau comparison skipped it
-    bare = _log(tmp_path / "bare", (None, _records(loss=LOSS, p_seed=P_SEED)))
+    bare, cut = (_log(tmp_path / name, (None, _records(loss=LOSS, p_seed=P_SEED)))
+                 for name in ("bare", "cut"))  # fmt: skip
     headed = _log(tmp_path / "headed", ({"config": {"tau": 0.1}},
                                         _records(loss=LOSS, p_seed=P_SEED)))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        written = plot_runs([bare, headed], out=tmp_path / "figures", overview=False)
+        written = plot_runs([bare, headed, cut], out=tmp_path / "figures", overview=False)
     said = [(str(w.message), w.filename) for w in caught if "no header line" in str(w.message)]
     assert said == [(
-        "bare: no header line before the logged steps (gradlab.Monitor writes one first, with "
+        "bare, cut: no header line before the logged steps (gradlab.Monitor writes one first, with "
         "the run's settings): tau, preset and schedules unknown, so no tau is compared with "
         "the other runs' or said on the figures; drawn as logged", __file__)]
     assert tmp_path / "figures" / "loss.png" in written
