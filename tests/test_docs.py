@@ -86,6 +86,19 @@ def test_every_public_name_has_an_api_entry_with_a_summary(site, module):
 
 
 @pytest.mark.slow
+def test_the_functional_page_opens_on_a_map_naming_every_public_name_once(site):
+    # the map of gradlab.functional by question, as its page (and help()) shows it: above the
+    # first entry, each public name in code once; a module's other names are named after it
+    html = (site / API_PAGES["gradlab.functional"] / "index.html").read_text(encoding="utf-8")
+    start = html.index("By the question they answer")
+    intro = html[start:html.index('class="doc doc-heading"', start)]
+    mapped = intro[: intro.rindex("<p>", 0, intro.index("share their module"))]
+    named = re.findall(r"<code>([A-Za-z_]\w*)</code>", mapped)
+    assert sorted(named) == sorted(gradlab.functional.__all__)  # each once, and no other
+    assert "DEFAULT_ABSOLUTE_THRESHOLD" in intro
+
+
+@pytest.mark.slow
 def test_no_page_shows_a_raw_sphinx_role_or_a_fold_of_raw_markdown(site):
     # the API pages showed ":func:`~gradlab.x`" verbatim, and the audit's and the mutation
     # table's folds one block of raw "- `eq1` ..." and "| `backbones` | ..." text
