@@ -491,12 +491,13 @@ class Temperature(Quantity):
                 raise GradlabError(f"clamp must be a pair (low, high) of numbers with low < high; "
                                    f"got {clamp!r}")  # fmt: skip
             clamp = (float(clamp[0]), float(clamp[1]))
-            if log_scale is True and max(map(abs, clamp)) > LARGEST_LOG_BOUND:
+            largest = max(map(abs, clamp))
+            if log_scale is True and largest > LARGEST_LOG_BOUND:
                 held = "log t" if inverse else "log s"
                 warnings.warn(
                     f"Temperature(clamp={clamp!r}, log_scale=True) bounds {held}: a bound of "
-                    f"{max(map(abs, clamp)):g} is a factor e^{max(map(abs, clamp)):g} on the "
-                    "logits; for bounds on the scale itself, pass their logs (open_clip: "
+                    f"{largest:g} is a factor e^{largest:g} on the logits; for bounds on the "
+                    "scale itself, pass their logs (open_clip: "
                     "clamp=(0, math.log(100)))", UserWarning,
                     stacklevel=caller_stacklevel())  # fmt: skip
         if direction is not None and direction not in ("i2t", "t2i", "both"):

@@ -139,35 +139,31 @@ def _stepped_headers(run_dirs: Sequence[str | Path]) -> list[list[dict]]:
 
 
 def _run_taus(run_headers: list[dict]) -> list[float]:
-    """The taus a run's stepped headers were logged at, in increasing order (none unknown)."""
+    """The taus a run's stepped headers (dicts: a header that is none is skipped as
+    unreadable) were logged at, in increasing order; none where no header gives one."""
     taus = set()
     for header in run_headers:
-        config = header.get("config") if isinstance(header, dict) else None
+        config = header.get("config")
         tau = config.get("tau") if isinstance(config, dict) else None
         if isinstance(tau, (int, float)) and not isinstance(tau, bool):
             taus.add(float(tau))
     return sorted(taus)
 
 
-def _named_with_taus(runs: list[Run], names: Sequence[str],
-                     headers: list[list[dict]]) -> list[Run]:  # fmt: skip
+def _named_with_taus(runs: list[Run], taus: dict[str, list[float]]) -> list[Run]:
     """``runs`` with each legend name followed by the taus its log was written at (``a (tau
-    0.01)``), for figures of runs at different taus: the PNG says what the warning said. A
-    run of no known tau keeps its name."""
-    taus = {name: _run_taus(run_headers)
-            for name, run_headers in zip(names, headers, strict=True)}  # fmt: skip
+    0.01)``; ``taus``: each run's, by name), for figures of runs at different taus: the PNG
+    says what the warning said. A run of no known tau keeps its name."""
     return [(f"{name} (tau {', '.join(f'{tau:g}' for tau in taus[name])})"
              if taus.get(name) else name, records) for name, records in runs]  # fmt: skip
 
 
-def _mixed_taus(families: list[str], names: Sequence[str], headers: list[list[dict]]) -> str | None:
+def _mixed_taus(families: list[str], taus: dict[str, list[float]]) -> str | None:
     """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
-    different taus (their stepped ``headers``' ``config``), or None. Runs are named by
-    ``names``, as the legends name them."""
+    different taus (``taus``: each run's, from its stepped headers' ``config``, by the name
+    the legends give it), or None."""
     if not families:
         return None
-    taus = {name: _run_taus(run_headers)
-            for run_headers, name in zip(headers, names, strict=True)}  # fmt: skip
     taus = {name: values for name, values in taus.items() if values}
     if len({tau for values in taus.values() for tau in values}) < 2:
         return None
@@ -790,8 +786,9 @@ def plot_runs(
             "writes one first, with the run's settings): tau, preset and schedules unknown, "
             "so no tau is compared with the other runs' or said on the figures; drawn as "
             "logged", UserWarning, stacklevel=caller_stacklevel())  # fmt: skip
-    mixed = _mixed_taus([family for family in present if family in TAU_FAMILIES], named,
-                        headers)  # fmt: skip
+    taus = {name: _run_taus(run_headers)  # read once: the warning and the legends
+            for name, run_headers in zip(named, headers, strict=True)}  # fmt: skip
+    mixed = _mixed_taus([family for family in present if family in TAU_FAMILIES], taus)
     default_tau = _default_tau(headers)
     if default_tau is not None:  # a loss without a sigmoid tau: said on the figures themselves
         plots = {family: _said_of_the_default_tau(plot, default_tau)
@@ -808,7 +805,7 @@ def plot_runs(
                  if runs_of[family] else plot for family, plot in plots.items()}
     if mixed is not None:  # said, and each run's legend entry carries its tau
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
-        runs = _named_with_taus(runs, named, headers)
+        runs = _named_with_taus(runs, taus)
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
     if undrawn is not None:
         warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())

@@ -75,12 +75,14 @@ def batch_of(rank: int, step: int):
     return torch.randn(8, 4, generator=generator, requires_grad=True), torch.arange(8) % 2
 
 
-def _save(out_dir: str, rank: int, caught, monitor: Monitor) -> None:
+def _save_and_leave(out_dir: str, rank: int, caught, monitor: Monitor) -> None:
     seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
     with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
         json.dump(seen, handle)
     with open(os.path.join(out_dir, f"disabled_{rank}.json"), "w") as handle:
         json.dump(monitor.disabled, handle)
+    torch.distributed.barrier()  # every rank's files written before the group ends
+    torch.distributed.destroy_process_group()
 
 
 def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str) -> None:
@@ -102,9 +104,7 @@ def notes_worker(rank: int, world: int, init_file: str, out_dir: str, case: str)
             if not (case == "last_call" and step == steps - 1):
                 monitor.step()
         monitor.close()
-    _save(out_dir, rank, caught, monitor)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    _save_and_leave(out_dir, rank, caught, monitor)
 
 
 def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
@@ -117,9 +117,7 @@ def same_batch_worker(rank: int, world: int, init_file: str, out_dir: str) -> No
                 embeddings, labels = batch_of(0, step)  # rank 0's batch on every rank
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
-    _save(out_dir, rank, caught, monitor)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    _save_and_leave(out_dir, rank, caught, monitor)
 
 
 class FailsToCompute(Quantity):
@@ -144,9 +142,7 @@ def first_record_worker(rank: int, world: int, init_file: str, out_dir: str) -> 
             embeddings, labels = batch_of(rank, 0)
             monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels).backward()
             monitor.step()
-    _save(out_dir, rank, caught, monitor)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    _save_and_leave(out_dir, rank, caught, monitor)
 
 
 def disabled_on_rank_1_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
@@ -162,6 +158,4 @@ def disabled_on_rank_1_worker(rank: int, world: int, init_file: str, out_dir: st
                 embeddings, labels = batch_of(rank, step)
                 loss_fn(embeddings, labels).backward()
                 monitor.step()
-    _save(out_dir, rank, caught, monitor)
-    torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    _save_and_leave(out_dir, rank, caught, monitor)
